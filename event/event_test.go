@@ -1,0 +1,91 @@
+package event_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+func TestStoredRoundTripAndTamper(t *testing.T) {
+	s, err := event.NewStored(event.ID{Seq: 42, Pos: 3}, "order_placed", []byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.Encode()
+	if len(b) != s.EncodedLen() {
+		t.Fatalf("len %d, want %d", len(b), s.EncodedLen())
+	}
+	got, err := event.DecodeStored(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != s.ID || got.Type != s.Type || !bytes.Equal(got.Payload, s.Payload) || got.Hash != s.Hash {
+		t.Fatalf("round trip: got %+v want %+v", got, s)
+	}
+	for i := range b {
+		c := bytes.Clone(b)
+		c[i] ^= 0x01
+		if _, err := event.DecodeStored(c); !errors.Is(err, event.ErrMalformed) {
+			t.Fatalf("flip at %d accepted", i)
+		}
+	}
+}
+
+func TestKeyOrderAndRoundTrip(t *testing.T) {
+	db, err := event.NewDatabaseID(time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := event.Key{Database: db, Incarnation: 1, Event: event.ID{Seq: 1, Pos: 9}}
+	b := event.Key{Database: db, Incarnation: 1, Event: event.ID{Seq: 2, Pos: 0}}
+	if bytes.Compare(a.Bytes(), b.Bytes()) >= 0 {
+		t.Fatal("key encoding does not sort by event id")
+	}
+	got, err := event.DecodeKey(b.Bytes())
+	if err != nil || got != b {
+		t.Fatalf("DecodeKey = %v, %v", got, err)
+	}
+	p, err := event.ParseDatabaseID(db.String())
+	if err != nil || p != db {
+		t.Fatalf("ParseDatabaseID = %v, %v", p, err)
+	}
+	if db[6]>>4 != 7 {
+		t.Fatalf("not a UUIDv7: %s", db)
+	}
+	for _, bad := range []string{"", "zz", db.String()[:31], db.String() + "0", "g" + db.String()[1:]} {
+		if _, err := event.ParseDatabaseID(bad); err == nil {
+			t.Fatalf("ParseDatabaseID(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzDecodeStored(f *testing.F) {
+	s, _ := event.NewStored(event.ID{Seq: 1}, "t", []byte("p"))
+	f.Add(s.Encode())
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := event.DecodeStored(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(s.Encode(), b) {
+			t.Fatalf("decoded event does not re-encode to its input")
+		}
+	})
+}
+
+func FuzzDecodeKey(f *testing.F) {
+	f.Add(make([]byte, event.KeyLen))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := event.DecodeKey(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(k.Bytes(), b) {
+			t.Fatal("key does not re-encode to its input")
+		}
+	})
+}
