@@ -1,0 +1,234 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Draft is one event a command execution emits, before the primary assigns
+// it an event id.
+type Draft struct {
+	// Type is the event type, from the plan's Emits.
+	Type string
+	// Payload is the canonical JSON of the validated input.
+	Payload []byte
+}
+
+// value is one validated input value, ready to be written canonically.
+type value struct {
+	present bool
+	str     string // string and bytes (decoded bytes held as a string)
+	num     int64
+	boolean bool
+}
+
+// Events validates input against the plan and returns one draft per emitted
+// event type, in the plan's Emits order. Every error wraps ErrInvalidInput
+// and names the offending field without echoing its value. The payloads of
+// the drafts are equal, independent slices holding the canonical JSON of the
+// input (see the package documentation); equal logical input always yields
+// identical bytes.
+func (p *Plan) Events(input json.RawMessage) ([]Draft, error) {
+	payload, err := p.Canonical(input)
+	if err != nil {
+		return nil, err
+	}
+	drafts := make([]Draft, len(p.Emits))
+	for i, t := range p.Emits {
+		drafts[i] = Draft{Type: t, Payload: bytes.Clone(payload)}
+	}
+	return drafts, nil
+}
+
+// Canonical validates input against the plan and returns its canonical JSON,
+// the payload of every event the plan emits. Errors are as for Events.
+func (p *Plan) Canonical(input json.RawMessage) ([]byte, error) {
+	values, err := p.parse(input)
+	if err != nil {
+		return nil, err
+	}
+	return p.encode(values)
+}
+
+func (p *Plan) fieldIndex(name string) int {
+	// Fields are few (at most 64) and sorted; a binary search keeps the
+	// lookup cheap without a per-plan map.
+	lo, hi := 0, len(p.Fields)
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch {
+		case p.Fields[m].Name == name:
+			return m
+		case p.Fields[m].Name < name:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return -1
+}
+
+func (p *Plan) parse(input json.RawMessage) ([]value, error) {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("%w: input must be a JSON object", ErrInvalidInput)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("%w: input must be a JSON object", ErrInvalidInput)
+	}
+	values := make([]value, len(p.Fields))
+	seen := make([]bool, len(p.Fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: input is not valid JSON", ErrInvalidInput)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: input is not valid JSON", ErrInvalidInput)
+		}
+		i := p.fieldIndex(key)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: unknown field %s", ErrInvalidInput, quoteName(key))
+		}
+		if seen[i] {
+			return nil, fmt.Errorf("%w: field %q appears more than once", ErrInvalidInput, key)
+		}
+		seen[i] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("%w: input is not valid JSON (at field %q)", ErrInvalidInput, key)
+		}
+		v, err := convert(p.Fields[i], raw)
+		if err != nil {
+			return nil, err
+		}
+		values[i] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, fmt.Errorf("%w: input is not valid JSON", ErrInvalidInput)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: unexpected data after the input object", ErrInvalidInput)
+	}
+	for i, f := range p.Fields {
+		if !values[i].present && !f.Optional {
+			return nil, fmt.Errorf("%w: required field %q is missing", ErrInvalidInput, f.Name)
+		}
+	}
+	return values, nil
+}
+
+// convert checks one raw JSON value against its field's type. raw is
+// syntactically valid JSON (the decoder checked it) with no surrounding
+// whitespace.
+func convert(f Field, raw json.RawMessage) (value, error) {
+	if string(raw) == "null" {
+		if f.Optional {
+			return value{}, nil
+		}
+		return value{}, fmt.Errorf("%w: required field %q is null", ErrInvalidInput, f.Name)
+	}
+	switch f.Type {
+	case TypeString, TypeBytes:
+		if len(raw) == 0 || raw[0] != '"' {
+			return value{}, fmt.Errorf("%w: field %q must be a %s", ErrInvalidInput, f.Name, describe(f.Type))
+		}
+		// encoding/json silently replaces invalid UTF-8 with U+FFFD; refuse
+		// it instead, so that a payload never differs from what was sent.
+		if !utf8.Valid(raw) {
+			return value{}, fmt.Errorf("%w: field %q is not valid UTF-8", ErrInvalidInput, f.Name)
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return value{}, fmt.Errorf("%w: field %q must be a %s", ErrInvalidInput, f.Name, describe(f.Type))
+		}
+		if f.Type == TypeString {
+			return value{present: true, str: s}, nil
+		}
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil {
+			return value{}, fmt.Errorf("%w: field %q must be standard base64 (with padding)", ErrInvalidInput, f.Name)
+		}
+		return value{present: true, str: string(b)}, nil
+	case TypeInt:
+		if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+			return value{}, fmt.Errorf("%w: field %q must be an integer", ErrInvalidInput, f.Name)
+		}
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return value{}, fmt.Errorf("%w: field %q is out of the 64-bit integer range", ErrInvalidInput, f.Name)
+			}
+			// A JSON number with a fraction or an exponent.
+			return value{}, fmt.Errorf("%w: field %q must be an integer (no fraction or exponent)", ErrInvalidInput, f.Name)
+		}
+		return value{present: true, num: n}, nil
+	case TypeBool:
+		switch string(raw) {
+		case "true":
+			return value{present: true, boolean: true}, nil
+		case "false":
+			return value{present: true}, nil
+		}
+		return value{}, fmt.Errorf("%w: field %q must be a boolean", ErrInvalidInput, f.Name)
+	}
+	// Compile admits only the four types above.
+	panic(fmt.Sprintf("contract: field %q has unknown type %q", f.Name, f.Type))
+}
+
+func describe(typ string) string {
+	if typ == TypeBytes {
+		return "base64 string"
+	}
+	return typ
+}
+
+// encode writes the canonical JSON of values: fields in name order (the
+// plan's Fields are sorted, and names are ASCII, so this is bytewise key
+// order), no whitespace, absent fields omitted.
+func (p *Plan) encode(values []value) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	buf.WriteByte('{')
+	first := true
+	for i, f := range p.Fields {
+		v := values[i]
+		if !v.present {
+			continue
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.WriteByte('"')
+		buf.WriteString(f.Name) // [a-z0-9_]: needs no escaping
+		buf.WriteString(`":`)
+		switch f.Type {
+		case TypeString:
+			if err := enc.Encode(v.str); err != nil {
+				return nil, fmt.Errorf("contract: encoding field %q: %w", f.Name, err)
+			}
+			buf.Truncate(buf.Len() - 1) // Encode appends a newline
+		case TypeBytes:
+			buf.WriteByte('"')
+			buf.WriteString(base64.StdEncoding.EncodeToString([]byte(v.str)))
+			buf.WriteByte('"')
+		case TypeInt:
+			buf.WriteString(strconv.FormatInt(v.num, 10))
+		case TypeBool:
+			buf.WriteString(strconv.FormatBool(v.boolean))
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
