@@ -1,0 +1,299 @@
+package primary
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+// ErrCorrupt is returned when a record read back from the store is not a
+// well-formed encoding. The store cannot be trusted past it.
+var ErrCorrupt = errors.New("primary: corrupt record")
+
+// Key layout. Every key starts with a one-byte namespace so that each record
+// kind is one contiguous, separately boundable range.
+const (
+	nsMeta    = 'm' // m<name>                 → meta values
+	nsHistory = 'h' // h<seq u64>              → history record
+	nsEvent   = 'e' // e<event id 12>          → exact stored event bytes
+	nsIntent  = 'i' // i<event id 12>          → outbox intent (the undelivered index)
+	nsIdem    = 'k' // k<idempotency key>      → idempotency record
+)
+
+var (
+	keyIdentity    = []byte("m/identity")
+	keyIncarnation = []byte("m/incarnation")
+	keyCount       = []byte("m/undelivered")
+	keyPruned      = []byte("m/pruned")
+)
+
+func historyKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, 9), nsHistory), seq)
+}
+
+func eventKey(id event.ID) []byte {
+	return id.AppendBinary(append(make([]byte, 0, 1+event.IDLen), nsEvent))
+}
+
+func intentKey(id event.ID) []byte {
+	return id.AppendBinary(append(make([]byte, 0, 1+event.IDLen), nsIntent))
+}
+
+func idemKey(k string) []byte { return append([]byte{nsIdem}, k...) }
+
+// prefixEnd returns the exclusive upper bound of a one-byte namespace.
+func prefixEnd(ns byte) []byte { return []byte{ns + 1} }
+
+func decodeIntentKey(k []byte) (event.ID, error) {
+	if len(k) != 1+event.IDLen || k[0] != nsIntent {
+		return event.ID{}, fmt.Errorf("%w: intent key", ErrCorrupt)
+	}
+	return event.DecodeID(k[1:])
+}
+
+// Limits on variable-length fields. They bound every decoder's allocations.
+const (
+	// MaxIdempotencyKeyLen is the longest accepted idempotency key.
+	MaxIdempotencyKeyLen = 256
+	maxTraceParentLen    = 255
+	// MaxDeadReasonLen is the longest stored dead-letter reason; longer
+	// reasons are truncated.
+	MaxDeadReasonLen = 1024
+	maxPlanIDLen     = 1024
+)
+
+func appendTime(b []byte, t time.Time) []byte {
+	var n int64
+	if !t.IsZero() {
+		n = t.UnixNano()
+	}
+	return binary.BigEndian.AppendUint64(b, uint64(n))
+}
+
+func readTime(n uint64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(n))
+}
+
+func sameTime(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero() == b.IsZero()
+	}
+	return a.UnixNano() == b.UnixNano()
+}
+
+// reader is a bounds-checked cursor over an encoding.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) take(n int) []byte {
+	if r.bad || n < 0 || len(r.b) < n {
+		r.bad = true
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) u8() byte {
+	if v := r.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (r *reader) u16() uint16 {
+	if v := r.take(2); v != nil {
+		return binary.BigEndian.Uint16(v)
+	}
+	return 0
+}
+
+func (r *reader) u32() uint32 {
+	if v := r.take(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if v := r.take(8); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+func (r *reader) done() bool { return !r.bad && len(r.b) == 0 }
+
+const intentVersion = 1
+
+// encodeIntent encodes the mutable delivery state of one event:
+// version(1) ‖ state(1) ‖ attempts(4) ‖ nextAttempt(8) ‖ leaseDeadline(8) ‖
+// committedAt(8) ‖ encodedLen(4) ‖ tpLen(1) ‖ traceparent ‖ reasonLen(2) ‖ reason.
+// Times are Unix nanoseconds, 0 for the zero time.
+func encodeIntent(in Intent) []byte {
+	tp := in.TraceParent
+	if len(tp) > maxTraceParentLen {
+		tp = ""
+	}
+	reason := in.DeadReason
+	if len(reason) > MaxDeadReasonLen {
+		reason = reason[:MaxDeadReasonLen]
+	}
+	b := make([]byte, 0, 36+len(tp)+2+len(reason))
+	b = append(b, intentVersion, byte(in.State))
+	b = binary.BigEndian.AppendUint32(b, in.Attempts)
+	b = appendTime(b, in.NextAttempt)
+	b = appendTime(b, in.LeaseDeadline)
+	b = appendTime(b, in.CommittedAt)
+	b = binary.BigEndian.AppendUint32(b, uint32(in.EncodedLen))
+	b = append(b, byte(len(tp)))
+	b = append(b, tp...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
+	return append(b, reason...)
+}
+
+// decodeIntent decodes an intent value for the event id.
+func decodeIntent(id event.ID, v []byte) (Intent, error) {
+	r := reader{b: v}
+	if r.u8() != intentVersion {
+		return Intent{}, fmt.Errorf("%w: intent version", ErrCorrupt)
+	}
+	in := Intent{Event: id, State: IntentState(r.u8())}
+	in.Attempts = r.u32()
+	in.NextAttempt = readTime(r.u64())
+	in.LeaseDeadline = readTime(r.u64())
+	in.CommittedAt = readTime(r.u64())
+	n := r.u32()
+	in.EncodedLen = int(n)
+	in.TraceParent = string(r.take(int(r.u8())))
+	rl := int(r.u16())
+	if rl > MaxDeadReasonLen {
+		return Intent{}, fmt.Errorf("%w: intent reason length", ErrCorrupt)
+	}
+	in.DeadReason = string(r.take(rl))
+	if !r.done() || in.State > IntentDeadLetter || n > 1<<30 {
+		return Intent{}, fmt.Errorf("%w: intent layout", ErrCorrupt)
+	}
+	return in, nil
+}
+
+const historyVersion = 1
+
+// historyRecord is the durable record of one command commit.
+type historyRecord struct {
+	Seq         uint64
+	CommittedAt time.Time
+	// Cum is the total history bytes (keys and values of history records
+	// and events) of every commit up to and including this one.
+	Cum       uint64
+	PlanID    string
+	IdemKey   string
+	InputHash [32]byte
+	Events    uint32 // event ids are (Seq, 0..Events-1)
+}
+
+// encodeHistory: version(1) ‖ seq(8) ‖ committedAt(8) ‖ cum(8) ‖ planLen(2) ‖
+// plan ‖ keyLen(2) ‖ key ‖ inputHash(32) ‖ events(4).
+func encodeHistory(h historyRecord) []byte {
+	b := make([]byte, 0, historyLen(h))
+	b = append(b, historyVersion)
+	b = binary.BigEndian.AppendUint64(b, h.Seq)
+	b = appendTime(b, h.CommittedAt)
+	b = binary.BigEndian.AppendUint64(b, h.Cum)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(h.PlanID)))
+	b = append(b, h.PlanID...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(h.IdemKey)))
+	b = append(b, h.IdemKey...)
+	b = append(b, h.InputHash[:]...)
+	return binary.BigEndian.AppendUint32(b, h.Events)
+}
+
+func historyLen(h historyRecord) int { return 1 + 8 + 8 + 8 + 2 + len(h.PlanID) + 2 + len(h.IdemKey) + 32 + 4 }
+
+func decodeHistory(v []byte) (historyRecord, error) {
+	r := reader{b: v}
+	if r.u8() != historyVersion {
+		return historyRecord{}, fmt.Errorf("%w: history version", ErrCorrupt)
+	}
+	var h historyRecord
+	h.Seq = r.u64()
+	h.CommittedAt = readTime(r.u64())
+	h.Cum = r.u64()
+	pl := int(r.u16())
+	if pl > maxPlanIDLen {
+		return historyRecord{}, fmt.Errorf("%w: history plan id", ErrCorrupt)
+	}
+	h.PlanID = string(r.take(pl))
+	kl := int(r.u16())
+	if kl > MaxIdempotencyKeyLen {
+		return historyRecord{}, fmt.Errorf("%w: history key", ErrCorrupt)
+	}
+	h.IdemKey = string(r.take(kl))
+	copy(h.InputHash[:], r.take(32))
+	h.Events = r.u32()
+	if !r.done() || h.Seq == 0 {
+		return historyRecord{}, fmt.Errorf("%w: history layout", ErrCorrupt)
+	}
+	return h, nil
+}
+
+// idemRecord maps an idempotency key to its commit: seq(8) ‖ events(4) ‖ inputHash(32).
+type idemRecord struct {
+	Seq       uint64
+	Events    uint32
+	InputHash [32]byte
+}
+
+func encodeIdem(r idemRecord) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 44), r.Seq)
+	b = binary.BigEndian.AppendUint32(b, r.Events)
+	return append(b, r.InputHash[:]...)
+}
+
+func decodeIdem(v []byte) (idemRecord, error) {
+	if len(v) != 44 {
+		return idemRecord{}, fmt.Errorf("%w: idempotency record", ErrCorrupt)
+	}
+	var r idemRecord
+	r.Seq = binary.BigEndian.Uint64(v)
+	r.Events = binary.BigEndian.Uint32(v[8:])
+	copy(r.InputHash[:], v[12:])
+	return r, nil
+}
+
+// prunedMark records how far history has been pruned: first retained seq and
+// the cumulative history bytes of every pruned commit.
+type prunedMark struct {
+	First uint64
+	Cum   uint64
+}
+
+func encodePruned(p prunedMark) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 16), p.First)
+	return binary.BigEndian.AppendUint64(b, p.Cum)
+}
+
+func decodePruned(v []byte) (prunedMark, error) {
+	if len(v) != 16 {
+		return prunedMark{}, fmt.Errorf("%w: pruned mark", ErrCorrupt)
+	}
+	return prunedMark{First: binary.BigEndian.Uint64(v), Cum: binary.BigEndian.Uint64(v[8:])}, nil
+}
+
+func encodeU64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+func decodeU64(v []byte) (uint64, error) {
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: counter", ErrCorrupt)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}

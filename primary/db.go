@@ -1,0 +1,421 @@
+package primary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/primary/contract"
+)
+
+// FormatMajorVersion is the Pebble format the primary store is created at and
+// ratcheted to. It is pinned (never pebble.FormatNewest) so that a library
+// upgrade cannot silently rewrite the store, and it is at least
+// pebble.FormatWALSyncChunks so that a damaged WAL is detected instead of
+// silently dropping acknowledged commits.
+const FormatMajorVersion = pebble.FormatValueSeparation
+
+// Errors returned by the primary.
+var (
+	// ErrUnknownCommand is returned by Execute for a command the contract does not define.
+	ErrUnknownCommand = errors.New("primary: unknown command")
+	// ErrInvalidInput is returned by Execute when the input does not match the
+	// command's declared input; it wraps contract.ErrInvalidInput.
+	ErrInvalidInput = fmt.Errorf("primary: %w", contract.ErrInvalidInput)
+	// ErrIdempotencyConflict is returned by Execute when an idempotency key
+	// was already used with a different command or input.
+	ErrIdempotencyConflict = errors.New("primary: idempotency key reused with different input")
+	// ErrClosed is returned by every operation after Close.
+	ErrClosed = errors.New("primary: closed")
+	// ErrFailed is returned once the store has failed (a WAL write or sync
+	// error, or detected corruption): durability can no longer be promised
+	// and the server must stop.
+	ErrFailed = errors.New("primary: store failed")
+	// ErrConflict is returned by an intent transition when the stored state
+	// differs from the given prior state (or the intent no longer exists).
+	ErrConflict = errors.New("primary: intent state conflict")
+	// ErrNotFound is returned by LoadEvent for an event that is not stored.
+	ErrNotFound = errors.New("primary: event not found")
+)
+
+// Options configures Open. The zero value of every field except Path and
+// Contract selects a default.
+type Options struct {
+	Path             string               // database directory; created 0700 if missing
+	Contract         *contract.Contract   // compiled commands
+	HistoryRetention uint64               // newest commits to keep; 0 keeps all
+	FS               vfs.FS               // nil → vfs.Default; tests: vfs.NewMem / vfs.NewCrashableMem
+	Logger           *zap.Logger          // nil → zap.NewNop()
+	TracerProvider   trace.TracerProvider // nil → noop
+	MeterProvider    metric.MeterProvider // nil → noop
+	Clock            func() time.Time     // nil → time.Now
+
+	// IndexGate, when non-nil, makes Open return as soon as the store is
+	// open, with the undelivered index in state IndexUnbuilt; the count
+	// verification and RecoverDeliveries run once the channel is closed.
+	// Until then every writing operation waits. It exists for tests of
+	// callers that must observe the unbuilt state.
+	IndexGate <-chan struct{}
+}
+
+// DB is an open primary database. All methods are safe for concurrent use.
+type DB struct {
+	opts   Options
+	log    *zap.Logger
+	clock  func() time.Time
+	store  *pebble.DB
+	id     event.DatabaseID
+	incarn uint64
+	tel    telemetry
+
+	// life guards closed and the in-flight operation count.
+	life    sync.RWMutex
+	closed  bool
+	ops     sync.WaitGroup
+	failed  atomic.Bool
+	failErr atomic.Pointer[error]
+	failCh  chan struct{}
+	failOne sync.Once
+
+	// ready is closed once the index has been verified and recovered.
+	ready chan struct{}
+
+	// mu is the commit critical section: sequence assignment, the durable
+	// count, and entry into Pebble's commit pipeline happen under it, so
+	// WAL order equals sequence order.
+	mu        sync.Mutex
+	last      uint64 // last assigned (and applied) commit sequence
+	lastCum   uint64 // cumulative history bytes through last
+	countDur  uint64 // value of the durable count key as last applied
+	lastAtom  atomic.Uint64
+	cumAtom   atomic.Uint64
+	prunedCum atomic.Uint64
+	first     atomic.Uint64 // first retained history seq
+
+	// casMu serialises intent read-compare-write transitions.
+	casMu sync.Mutex
+
+	idx      index
+	frontier frontier
+	usage    usage
+	pruneMu  sync.Mutex
+}
+
+// Open opens (creating if needed) the primary database at opts.Path. On first
+// open it creates the database identity (a UUIDv7) and history incarnation 1.
+// It verifies the durable undelivered count against the intents (the only
+// full scan of the index) and runs RecoverDeliveries before returning, unless
+// opts.IndexGate defers that.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	if opts.Path == "" {
+		return nil, errors.New("primary: database path is required")
+	}
+	if opts.Contract == nil {
+		return nil, errors.New("primary: a compiled contract is required")
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if opts.MeterProvider == nil {
+		opts.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	db := &DB{
+		opts:   opts,
+		log:    opts.Logger,
+		clock:  opts.Clock,
+		failCh: make(chan struct{}),
+		ready:  make(chan struct{}),
+	}
+	db.frontier.init()
+	tel, err := newTelemetry(opts.TracerProvider, opts.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	db.tel = tel
+	if err := opts.FS.MkdirAll(opts.Path, 0o700); err != nil {
+		return nil, fmt.Errorf("primary: create database directory: %w", errors.Unwrap(err))
+	}
+	po := &pebble.Options{
+		FS:                 opts.FS,
+		FormatMajorVersion: FormatMajorVersion,
+		Logger:             pebbleLogger{db: db},
+		EventListener: &pebble.EventListener{
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				db.fail(fmt.Errorf("data corruption detected: %w", info.Details))
+			},
+			BackgroundError: func(err error) {
+				db.log.Warn("primary store background error", zap.Error(err))
+			},
+		},
+	}
+	po.WithFSDefaults()
+	store, err := pebble.Open(opts.Path, po)
+	if err != nil {
+		return nil, fmt.Errorf("primary: open store: %w", err)
+	}
+	db.store = store
+	if err := db.load(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	if opts.IndexGate != nil {
+		db.ops.Add(1)
+		go func() {
+			defer db.ops.Done()
+			select {
+			case <-opts.IndexGate:
+			case <-db.failCh:
+				return
+			}
+			if err := db.buildIndex(context.WithoutCancel(ctx)); err != nil {
+				db.log.Error("primary undelivered index build failed", zap.Error(err))
+			}
+		}()
+		return db, nil
+	}
+	if err := db.buildIndex(ctx); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// load reads or creates the identity and the durable counters.
+func (db *DB) load() error {
+	v, err := db.get(keyIdentity)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		id, err := event.NewDatabaseID(db.clock())
+		if err != nil {
+			return err
+		}
+		b := db.store.NewBatch()
+		defer b.Close()
+		_ = b.Set(keyIdentity, id[:], nil)
+		_ = b.Set(keyIncarnation, encodeU64(1), nil)
+		_ = b.Set(keyCount, encodeU64(0), nil)
+		_ = b.Set(keyPruned, encodePruned(prunedMark{First: 1}), nil)
+		if err := db.guard(func() error { return b.Commit(pebble.Sync) }); err != nil {
+			db.fail(err)
+			return fmt.Errorf("primary: create identity: %w", err)
+		}
+		db.id, db.incarn = id, 1
+		db.first.Store(1)
+		db.log.Info("primary database created", zap.String("database", id.String()))
+		return nil
+	case err != nil:
+		return fmt.Errorf("primary: read identity: %w", err)
+	}
+	if len(v) != 16 {
+		return fmt.Errorf("%w: database identity", ErrCorrupt)
+	}
+	copy(db.id[:], v)
+	if v, err = db.get(keyIncarnation); err != nil {
+		return fmt.Errorf("primary: read incarnation: %w", err)
+	}
+	if db.incarn, err = decodeU64(v); err != nil {
+		return err
+	}
+	if v, err = db.get(keyCount); err != nil {
+		return fmt.Errorf("primary: read undelivered count: %w", err)
+	}
+	if db.countDur, err = decodeU64(v); err != nil {
+		return err
+	}
+	if v, err = db.get(keyPruned); err != nil {
+		return fmt.Errorf("primary: read pruned mark: %w", err)
+	}
+	pm, err := decodePruned(v)
+	if err != nil {
+		return err
+	}
+	db.first.Store(pm.First)
+	db.prunedCum.Store(pm.Cum)
+	db.lastCum = pm.Cum
+	db.last = pm.First - 1
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: []byte{nsHistory}, UpperBound: prefixEnd(nsHistory)})
+	if err != nil {
+		return err
+	}
+	if it.Last() {
+		h, err := decodeHistory(it.Value())
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		db.last, db.lastCum = h.Seq, h.Cum
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("primary: read history: %w", err)
+	}
+	db.lastAtom.Store(db.last)
+	db.cumAtom.Store(db.lastCum)
+	// Everything replayed at Open is durable: Pebble flushes the replayed WAL
+	// and syncs before Open returns.
+	db.frontier.reset(db.last)
+	return nil
+}
+
+func (db *DB) get(k []byte) ([]byte, error) {
+	v, closer, err := db.store.Get(k)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), v...)
+	return out, closer.Close()
+}
+
+// Close waits for in-flight operations and closes the store. It is
+// idempotent; later calls return nil.
+func (db *DB) Close() error {
+	db.life.Lock()
+	if db.closed {
+		db.life.Unlock()
+		return nil
+	}
+	db.closed = true
+	db.life.Unlock()
+	db.ops.Wait()
+	err := db.store.Close()
+	if err != nil {
+		return fmt.Errorf("primary: close store: %w", err)
+	}
+	return nil
+}
+
+// enter registers an in-flight operation; the returned function ends it.
+func (db *DB) enter() (func(), error) {
+	db.life.RLock()
+	defer db.life.RUnlock()
+	if db.closed {
+		return nil, ErrClosed
+	}
+	if db.failed.Load() {
+		return nil, ErrFailed
+	}
+	db.ops.Add(1)
+	return db.ops.Done, nil
+}
+
+// enterReady is enter, then waits until the undelivered index is built.
+func (db *DB) enterReady(ctx context.Context) (func(), error) {
+	done, err := db.enter()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-db.ready:
+		return done, nil
+	case <-db.failCh:
+		done()
+		return nil, ErrFailed
+	case <-ctx.Done():
+		done()
+		return nil, context.Cause(ctx)
+	}
+}
+
+// fail marks the store failed: from now on every operation returns
+// ErrFailed. It is called for WAL write/sync errors and corruption.
+func (db *DB) fail(err error) {
+	db.failOne.Do(func() {
+		db.failErr.Store(&err)
+		db.failed.Store(true)
+		db.idx.degrade()
+		db.log.Error("primary store failed; durability can no longer be promised, the server must stop", zap.Error(err))
+		close(db.failCh)
+	})
+}
+
+// Failed returns a channel closed when the store has failed, and the cause.
+func (db *DB) Failed() <-chan struct{} { return db.failCh }
+
+// Err returns the cause of the failure, or nil while the store is healthy.
+func (db *DB) Err() error {
+	if p := db.failErr.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, *p)
+	}
+	return nil
+}
+
+// guard runs fn, which writes to the store, on its own goroutine. Pebble
+// reports a fatal commit error through Logger.Fatalf in the committing
+// goroutine; our logger marks the DB failed and ends that goroutine with
+// runtime.Goexit, so the caller here receives ErrFailed instead of the
+// process exiting. Write errors that fn returns must go through writeFailed.
+func (db *DB) guard(fn func() error) error {
+	res := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				db.fail(errors.New("store write ended without returning"))
+				res <- ErrFailed
+			}
+		}()
+		err := fn()
+		returned = true
+		res <- err
+	}()
+	return <-res
+}
+
+// writeFailed fails the store after a write (apply or sync) error: a write
+// Pebble refused leaves its WAL in an unknown state, so durability can no
+// longer be promised.
+func (db *DB) writeFailed(err error) error {
+	db.fail(err)
+	return fmt.Errorf("%w: %w", ErrFailed, err)
+}
+
+// pebbleLogger routes Pebble's logging into zap. Fatalf never exits the
+// process: it fails the DB and ends the calling goroutine.
+type pebbleLogger struct{ db *DB }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.db.log.Debug(fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.db.log.Error(fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.db.fail(fmt.Errorf(format, args...))
+	runtime.Goexit()
+}
+
+// Identity returns the database identity.
+func (db *DB) Identity() event.DatabaseID { return db.id }
+
+// Incarnation returns the history incarnation.
+func (db *DB) Incarnation() uint64 { return db.incarn }
+
+// LastCommitSequence returns the highest commit sequence assigned and applied
+// (it may not be durable yet). It reads no store.
+func (db *DB) LastCommitSequence() uint64 { return db.lastAtom.Load() }
+
+// Metrics returns the store's Pebble metrics.
+func (db *DB) Metrics() *pebble.Metrics { return db.store.Metrics() }

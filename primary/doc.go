@@ -1,0 +1,79 @@
+// Package primary is the source database: a Pebble store holding the command
+// history, the exact bytes of every committed event, and the commit-coupled
+// undelivered index (one outbox intent per event) that the outbox worker
+// drains.
+//
+// # Commits
+//
+// Execute validates the input against the compiled contract and writes, in
+// ONE synced Pebble batch, the history record, each event's exact
+// event.Stored bytes, one pending intent per event and the durable
+// undelivered count. A batch is one checksummed WAL record, so a commit is
+// all or nothing after a crash. The sequence is assigned and the batch
+// enters Pebble's commit pipeline (ApplyNoSyncWait) inside one critical
+// section, and the fsync is awaited outside it: WAL order equals sequence
+// order, so a crash can only lose a suffix of sequences (never leave a gap),
+// while concurrent commits share fsyncs (group commit).
+//
+// # Publication frontier
+//
+// Pebble makes a synced write visible before it is durable. The worker must
+// not deliver such an event: a crash could erase it and its identity would
+// be reused for different bytes. Frontier is the highest sequence such that
+// every sequence at or below it is durable and acknowledged; completions are
+// recorded and it advances only contiguously. ScanIntents never returns an
+// intent above it.
+//
+// # Keys
+//
+//	m/identity, m/incarnation      database identity (UUIDv7), history incarnation
+//	m/undelivered                  durable undelivered count (u64)
+//	m/pruned                       first retained sequence, pruned history bytes
+//	h ‖ seq(8)                     history record (versioned; see encodeHistory)
+//	e ‖ event id(12)               exact stored event bytes
+//	i ‖ event id(12)               outbox intent (versioned; see encodeIntent)
+//	k ‖ idempotency key            commit sequence, event count, input hash
+//
+// Intent keys sort by event id, so the undelivered index is scanned in event
+// order and its first key is the undelivered low-water mark.
+//
+// # Undelivered count
+//
+// The count is stored next to the intents and changed in the same batches
+// (+n by commits, −n by Complete), so it is exact without scanning. Open
+// verifies it once by counting the intents (the only full scan); a mismatch
+// or an unreadable intent makes the index IndexDegraded (count unavailable)
+// until a later Open verifies it. UndeliveredCount, HistoryUsage and
+// Frontier read in-memory mirrors only, because the stats endpoint polls
+// them.
+//
+// # Intent transitions
+//
+// Claim, Renew, Retry, DeadLetter and Complete are compare-and-set against
+// the exact prior state the caller holds, serialised by one mutex and
+// written in one synced batch each. RecoverDeliveries (run by Open) returns
+// every delivering intent to pending: the interrupted claim stays counted as
+// an attempt.
+//
+// # Retention
+//
+// Prune keeps the newest HistoryRetention commits and never removes a
+// commit at or above the undelivered low-water mark (the lowest sequence
+// with any intent, dead letters included), read from the store itself.
+//
+// # Failure
+//
+// A WAL write or sync failure means acknowledged durability can no longer be
+// promised. Pebble reports it through Logger.Fatalf in the committing
+// goroutine; this package's logger marks the DB failed (ErrFailed from then
+// on, see Failed) and ends only that goroutine. Every write runs on a
+// goroutine of its own for that reason. The library never exits the
+// process: the server observes Failed and shuts down. Detected data
+// corruption fails the DB the same way.
+//
+// # Bulk intents
+//
+// A compiled command emits between 1 and 16 events, so the cheapest way to
+// create N pending intents is N/16 executions of a 16-event command from
+// many goroutines (1,000,000 intents = 62,500 commits; see BenchmarkCommit).
+package primary

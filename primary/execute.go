@@ -1,0 +1,219 @@
+package primary
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/primary/contract"
+)
+
+// Commit is the result of a command commit.
+type Commit struct {
+	Seq      uint64
+	Events   []event.ID
+	Replayed bool // an idempotent retry returned the original commit
+}
+
+// Execute runs a compiled command: it validates the input, and commits in
+// one synced batch the history record, each event's exact stored bytes, one
+// pending outbox intent per event and the undelivered count. It returns once
+// the commit is durable; concurrent calls share fsyncs (group commit).
+//
+// A non-empty idempotencyKey makes retries safe: the same key with the same
+// command and input returns the original commit (Replayed, after it is
+// durable); with a different command or input it returns
+// ErrIdempotencyConflict. Unknown commands (ErrUnknownCommand) and invalid
+// input (ErrInvalidInput) commit nothing. ErrFailed means the store failed and
+// the server must stop.
+func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage, idempotencyKey string) (Commit, error) {
+	start := db.clock()
+	ctx, span := db.tel.tracer.Start(ctx, "riffdb.command", trace.WithAttributes(
+		attribute.String("riffdb.database", db.id.String()),
+		attribute.String("riffdb.command", command),
+	))
+	c, err := db.execute(ctx, command, input, idempotencyKey)
+	result := resultOf(c, err)
+	if err != nil {
+		span.SetStatus(codes.Error, result)
+		span.RecordError(err)
+	} else {
+		span.SetAttributes(
+			attribute.Int64("riffdb.commit.seq", int64(c.Seq)),
+			attribute.Int("riffdb.command.events", len(c.Events)),
+			attribute.Bool("riffdb.command.replayed", c.Replayed),
+		)
+	}
+	span.End()
+	db.tel.duration.Record(context.WithoutCancel(ctx), db.clock().Sub(start).Seconds(), metric.WithAttributes(
+		attribute.String("riffdb.command", command),
+		attribute.String("result", result),
+	))
+	return c, err
+}
+
+func resultOf(c Commit, err error) string {
+	switch {
+	case err == nil && c.Replayed:
+		return "replayed"
+	case err == nil:
+		return "committed"
+	case errors.Is(err, ErrUnknownCommand):
+		return "unknown_command"
+	case errors.Is(err, ErrInvalidInput):
+		return "invalid_input"
+	case errors.Is(err, ErrIdempotencyConflict):
+		return "idempotency_conflict"
+	case errors.Is(err, ErrFailed):
+		return "failed"
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "error"
+}
+
+func (db *DB) execute(ctx context.Context, command string, input json.RawMessage, key string) (Commit, error) {
+	plan, ok := db.opts.Contract.Command(command)
+	if !ok {
+		return Commit{}, fmt.Errorf("%w: %q", ErrUnknownCommand, command)
+	}
+	if len(key) > MaxIdempotencyKeyLen {
+		return Commit{}, fmt.Errorf("%w: idempotency key exceeds %d bytes", ErrInvalidInput, MaxIdempotencyKeyLen)
+	}
+	drafts, err := plan.Events(input)
+	if err != nil {
+		return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	hash := inputHash(plan.ID, drafts[0].Payload)
+	done, err := db.enterReady(ctx)
+	if err != nil {
+		return Commit{}, err
+	}
+	defer done()
+	tp := traceParent(ctx)
+	var c Commit
+	err = db.guard(func() error {
+		var err error
+		c, err = db.commit(plan, drafts, hash, key, tp)
+		return err
+	})
+	if err != nil {
+		return Commit{}, err
+	}
+	if c.Replayed {
+		// Wait until the original commit is durable before acknowledging it.
+		if err := db.frontier.wait(ctx, c.Seq, db.failCh); err != nil {
+			return Commit{}, err
+		}
+		return c, nil
+	}
+	db.frontier.complete(c.Seq)
+	trace.SpanFromContext(ctx).AddEvent("durable")
+	db.refreshUsage()
+	return c, nil
+}
+
+// commit assigns the sequence and enters the commit pipeline under db.mu,
+// then waits for the group fsync outside it.
+func (db *DB) commit(plan *contract.Plan, drafts []contract.Draft, hash [32]byte, key, tp string) (Commit, error) {
+	db.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			db.mu.Unlock()
+		}
+	}()
+	if key != "" {
+		v, err := db.get(idemKey(key))
+		switch {
+		case err == nil:
+			rec, err := decodeIdem(v)
+			if err != nil {
+				return Commit{}, err
+			}
+			if rec.InputHash != hash {
+				return Commit{}, ErrIdempotencyConflict
+			}
+			return Commit{Seq: rec.Seq, Events: eventIDs(rec.Seq, rec.Events), Replayed: true}, nil
+		case !errors.Is(err, pebble.ErrNotFound):
+			return Commit{}, fmt.Errorf("primary: read idempotency key: %w", err)
+		}
+	}
+	now := db.clock()
+	seq := db.last + 1
+	n := uint32(len(drafts))
+	b := db.store.NewBatch()
+	defer b.Close()
+	var size uint64
+	for i, d := range drafts {
+		id := event.ID{Seq: seq, Pos: uint32(i)}
+		st, err := event.NewStored(id, d.Type, d.Payload)
+		if err != nil {
+			return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
+		enc := st.Encode()
+		ek := eventKey(id)
+		_ = b.Set(ek, enc, nil)
+		size += uint64(len(ek) + len(enc))
+		_ = b.Set(intentKey(id), encodeIntent(Intent{
+			Event: id, State: IntentPending, CommittedAt: now, TraceParent: tp, EncodedLen: len(enc),
+		}), nil)
+	}
+	h := historyRecord{Seq: seq, CommittedAt: now, PlanID: plan.ID, IdemKey: key, InputHash: hash, Events: n}
+	hk := historyKey(seq)
+	size += uint64(len(hk) + historyLen(h))
+	h.Cum = db.lastCum + size
+	_ = b.Set(hk, encodeHistory(h), nil)
+	if key != "" {
+		_ = b.Set(idemKey(key), encodeIdem(idemRecord{Seq: seq, Events: n, InputHash: hash}), nil)
+	}
+	count := db.countDur + uint64(n)
+	_ = b.Set(keyCount, encodeU64(count), nil)
+	if err := db.store.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		return Commit{}, db.writeFailed(err)
+	}
+	db.last, db.lastCum, db.countDur = seq, h.Cum, count
+	db.lastAtom.Store(seq)
+	db.cumAtom.Store(h.Cum)
+	db.idx.count.Store(count)
+	db.idx.add(seq, n)
+	locked = false
+	db.mu.Unlock()
+	if err := b.SyncWait(); err != nil {
+		return Commit{}, db.writeFailed(err)
+	}
+	return Commit{Seq: seq, Events: eventIDs(seq, n)}, nil
+}
+
+func eventIDs(seq uint64, n uint32) []event.ID {
+	ids := make([]event.ID, n)
+	for i := range ids {
+		ids[i] = event.ID{Seq: seq, Pos: uint32(i)}
+	}
+	return ids
+}
+
+// inputHash identifies a command invocation for idempotency: SHA-256 over
+// the plan id and the canonical JSON of the input (which every draft's
+// payload is; a compiled plan emits at least one event), so logically equal
+// inputs hash equally whatever their formatting.
+func inputHash(planID string, canonical []byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(planID))
+	h.Write([]byte{0})
+	h.Write(canonical)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}

@@ -1,0 +1,434 @@
+package primary
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+// IntentState is the delivery state of one outbox intent.
+type IntentState uint8
+
+// Intent states. Every transition is a compare-and-set against the exact
+// prior state.
+const (
+	IntentPending IntentState = iota
+	IntentRetryScheduled
+	IntentDelivering
+	IntentDeadLetter
+)
+
+// String returns pending, retry_scheduled, delivering or dead_letter.
+func (s IntentState) String() string {
+	switch s {
+	case IntentPending:
+		return "pending"
+	case IntentRetryScheduled:
+		return "retry_scheduled"
+	case IntentDelivering:
+		return "delivering"
+	case IntentDeadLetter:
+		return "dead_letter"
+	}
+	return fmt.Sprintf("IntentState(%d)", uint8(s))
+}
+
+// Intent is the undelivered-index entry of one committed event.
+type Intent struct {
+	Event         event.ID
+	State         IntentState
+	Attempts      uint32    // claims so far
+	NextAttempt   time.Time // RetryScheduled: when due; zero otherwise
+	LeaseDeadline time.Time // Delivering only
+	CommittedAt   time.Time // commit time of the event (for delivery lag)
+	TraceParent   string    // W3C traceparent of the committing command's span context ("" if none), for span links
+	EncodedLen    int       // len of the stored event's exact bytes
+	DeadReason    string    // DeadLetter only
+}
+
+// sameState reports whether two intents hold the same mutable state.
+func sameState(a, b Intent) bool {
+	return a.Event == b.Event && a.State == b.State && a.Attempts == b.Attempts &&
+		sameTime(a.NextAttempt, b.NextAttempt) && sameTime(a.LeaseDeadline, b.LeaseDeadline) &&
+		a.DeadReason == b.DeadReason
+}
+
+// DefaultScanLimit is used by ScanIntents when limit is not positive.
+const DefaultScanLimit = 500
+
+// ScanIntents returns up to limit undelivered intents, in event-id order,
+// strictly after `after` (nil: from the start), of events at or below the
+// publication frontier. Every state is included.
+func (db *DB) ScanIntents(ctx context.Context, after *event.ID, limit int) ([]Intent, error) {
+	done, err := db.enterReady(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if limit <= 0 {
+		limit = DefaultScanLimit
+	}
+	lower := []byte{nsIntent}
+	if after != nil {
+		lower = append(intentKey(*after), 0)
+	}
+	upper := intentKey(event.ID{Seq: db.Frontier() + 1})
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil, nil
+	}
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("primary: scan intents: %w", err)
+	}
+	var out []Intent
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		in, err := decodeIntentKV(it.Key(), it.Value())
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("primary: scan intents: %w", err)
+	}
+	return out, context.Cause(ctx)
+}
+
+func decodeIntentKV(k, v []byte) (Intent, error) {
+	id, err := decodeIntentKey(k)
+	if err != nil {
+		return Intent{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return decodeIntent(id, v)
+}
+
+// LoadEvent returns the exact stored bytes of an event (event.Stored.Encode
+// form), or ErrNotFound.
+func (db *DB) LoadEvent(ctx context.Context, id event.ID) ([]byte, error) {
+	done, err := db.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	v, err := db.get(eventKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("primary: load event: %w", err)
+	}
+	return v, context.Cause(ctx)
+}
+
+// Claim moves every member, in one synced batch, from its exact given prior
+// state (pending, retry_scheduled or delivering) to delivering with one more
+// attempt and the given lease deadline. It is all or nothing: ErrConflict if
+// any stored state differs from the given one.
+func (db *DB) Claim(ctx context.Context, members []Intent, lease time.Time) ([]Intent, error) {
+	return db.transition(ctx, members, false, func(in Intent) (Intent, bool) {
+		if in.State == IntentDeadLetter {
+			return in, false
+		}
+		in.State = IntentDelivering
+		in.Attempts++
+		in.LeaseDeadline = lease
+		in.NextAttempt = time.Time{}
+		return in, true
+	})
+}
+
+// Renew extends the lease of a delivering intent without spending an attempt.
+func (db *DB) Renew(ctx context.Context, in Intent, lease time.Time) (Intent, error) {
+	return db.one(ctx, in, func(in Intent) (Intent, bool) {
+		if in.State != IntentDelivering {
+			return in, false
+		}
+		in.LeaseDeadline = lease
+		return in, true
+	})
+}
+
+// Retry moves a delivering intent to retry_scheduled, due at `at`.
+func (db *DB) Retry(ctx context.Context, in Intent, at time.Time) (Intent, error) {
+	return db.one(ctx, in, func(in Intent) (Intent, bool) {
+		if in.State != IntentDelivering {
+			return in, false
+		}
+		in.State = IntentRetryScheduled
+		in.NextAttempt = at
+		in.LeaseDeadline = time.Time{}
+		return in, true
+	})
+}
+
+// DeadLetter moves an intent in any non-dead state to dead_letter. Dead
+// letters stay undelivered (counted, and fencing retention).
+func (db *DB) DeadLetter(ctx context.Context, in Intent, reason string) (Intent, error) {
+	if len(reason) > MaxDeadReasonLen {
+		reason = reason[:MaxDeadReasonLen]
+	}
+	return db.one(ctx, in, func(in Intent) (Intent, bool) {
+		if in.State == IntentDeadLetter {
+			return in, false
+		}
+		in.State = IntentDeadLetter
+		in.DeadReason = reason
+		in.LeaseDeadline = time.Time{}
+		in.NextAttempt = time.Time{}
+		return in, true
+	})
+}
+
+// Complete removes every member, in one synced batch, each CAS from the
+// exact given delivering state, and lowers the undelivered count by their
+// number. All or nothing: ErrConflict if any stored state differs.
+func (db *DB) Complete(ctx context.Context, members []Intent) error {
+	_, err := db.transition(ctx, members, true, func(in Intent) (Intent, bool) {
+		return in, in.State == IntentDelivering
+	})
+	return err
+}
+
+func (db *DB) one(ctx context.Context, in Intent, next func(Intent) (Intent, bool)) (Intent, error) {
+	out, err := db.transition(ctx, []Intent{in}, false, next)
+	if err != nil {
+		return Intent{}, err
+	}
+	return out[0], nil
+}
+
+// transition applies next to every member after checking that its stored
+// state equals the given one, writing all results (or removals) in one
+// synced batch.
+func (db *DB) transition(ctx context.Context, members []Intent, remove bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
+	if len(members) == 0 {
+		return nil, nil
+	}
+	done, err := db.enterReady(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var out []Intent
+	err = db.guard(func() error {
+		var err error
+		out, err = db.transitionLocked(members, remove, next)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if remove {
+		db.refreshUsage()
+	}
+	return out, nil
+}
+
+func (db *DB) transitionLocked(members []Intent, remove bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
+	db.casMu.Lock()
+	casLocked := true
+	defer func() {
+		if casLocked {
+			db.casMu.Unlock()
+		}
+	}()
+	seen := make(map[event.ID]struct{}, len(members))
+	out := make([]Intent, len(members))
+	b := db.store.NewBatch()
+	defer b.Close()
+	ids := make([]event.ID, len(members))
+	for i, m := range members {
+		if _, dup := seen[m.Event]; dup {
+			return nil, fmt.Errorf("%w: event %s given twice", ErrConflict, m.Event)
+		}
+		seen[m.Event] = struct{}{}
+		ids[i] = m.Event
+		k := intentKey(m.Event)
+		v, err := db.get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil, fmt.Errorf("%w: event %s has no intent", ErrConflict, m.Event)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("primary: read intent: %w", err)
+		}
+		stored, err := decodeIntent(m.Event, v)
+		if err != nil {
+			db.idx.degrade()
+			return nil, err
+		}
+		if !sameState(stored, m) {
+			return nil, fmt.Errorf("%w: event %s is %s", ErrConflict, m.Event, stored.State)
+		}
+		n, ok := next(stored)
+		if !ok {
+			return nil, fmt.Errorf("%w: event %s cannot leave %s that way", ErrConflict, m.Event, stored.State)
+		}
+		out[i] = n
+		if remove {
+			_ = b.Delete(k, nil)
+		} else {
+			_ = b.Set(k, encodeIntent(n), nil)
+		}
+	}
+	if remove {
+		db.mu.Lock()
+		count := db.countDur - uint64(len(members))
+		_ = b.Set(keyCount, encodeU64(count), nil)
+		if err := db.store.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+			db.mu.Unlock()
+			return nil, db.writeFailed(err)
+		}
+		db.countDur = count
+		db.idx.count.Store(count)
+		db.idx.remove(ids)
+		db.mu.Unlock()
+	} else if err := db.store.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		return nil, db.writeFailed(err)
+	}
+	casLocked = false
+	db.casMu.Unlock()
+	if err := b.SyncWait(); err != nil {
+		return nil, db.writeFailed(err)
+	}
+	return out, nil
+}
+
+// RecoverDeliveries returns every delivering intent to pending, keeping its
+// attempt count (the interrupted claim counts as an attempt). Open runs it;
+// it returns how many intents it moved.
+func (db *DB) RecoverDeliveries(ctx context.Context) (int, error) {
+	done, err := db.enterReady(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	var stuck []Intent
+	var after *event.ID
+	for {
+		page, err := db.scanAll(after, 4096)
+		if err != nil {
+			return 0, err
+		}
+		for _, in := range page {
+			if in.State == IntentDelivering {
+				stuck = append(stuck, in)
+			}
+		}
+		if len(page) < 4096 {
+			break
+		}
+		after = &page[len(page)-1].Event
+	}
+	return db.recover(ctx, stuck)
+}
+
+// scanAll is ScanIntents without the frontier bound.
+func (db *DB) scanAll(after *event.ID, limit int) ([]Intent, error) {
+	lower := []byte{nsIntent}
+	if after != nil {
+		lower = append(intentKey(*after), 0)
+	}
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(nsIntent)})
+	if err != nil {
+		return nil, err
+	}
+	var out []Intent
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		in, err := decodeIntentKV(it.Key(), it.Value())
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, it.Close()
+}
+
+// recover moves the given delivering intents to pending in synced batches.
+func (db *DB) recover(ctx context.Context, stuck []Intent) (int, error) {
+	moved := 0
+	for len(stuck) > 0 {
+		n := min(len(stuck), 256)
+		_, err := db.transitionFn(stuck[:n], func(in Intent) (Intent, bool) {
+			if in.State != IntentDelivering {
+				return in, false
+			}
+			in.State = IntentPending
+			in.LeaseDeadline = time.Time{}
+			return in, true
+		})
+		if err != nil {
+			return moved, err
+		}
+		moved += n
+		stuck = stuck[n:]
+		if err := context.Cause(ctx); err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
+func (db *DB) transitionFn(members []Intent, next func(Intent) (Intent, bool)) ([]Intent, error) {
+	var out []Intent
+	err := db.guard(func() error {
+		var err error
+		out, err = db.transitionLocked(members, false, next)
+		return err
+	})
+	return out, err
+}
+
+// buildIndex verifies the durable count by counting intents (the only full
+// scan of the index), rebuilds the in-memory low-water list, recovers
+// interrupted deliveries and marks the index ready.
+func (db *DB) buildIndex(ctx context.Context) error {
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: []byte{nsIntent}, UpperBound: prefixEnd(nsIntent)})
+	if err != nil {
+		return fmt.Errorf("primary: count intents: %w", err)
+	}
+	var counted uint64
+	var stuck []Intent
+	corrupt := false
+	for ok := it.First(); ok; ok = it.Next() {
+		counted++
+		in, err := decodeIntentKV(it.Key(), it.Value())
+		if err != nil {
+			corrupt = true
+			continue
+		}
+		db.idx.add(in.Event.Seq, 1)
+		if in.State == IntentDelivering {
+			stuck = append(stuck, in)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("primary: count intents: %w", err)
+	}
+	db.idx.count.Store(db.countDur)
+	if corrupt || counted != db.countDur {
+		db.idx.degrade()
+		db.log.Error("primary undelivered count does not match the index; count unavailable",
+			zap.Uint64("stored_count", db.countDur), zap.Uint64("intents", counted), zap.Bool("corrupt_intent", corrupt))
+	}
+	moved, err := db.recover(ctx, stuck)
+	if err != nil {
+		db.idx.degrade()
+		return fmt.Errorf("primary: recover deliveries: %w", err)
+	}
+	if moved > 0 {
+		db.log.Info("primary recovered interrupted deliveries", zap.Int("intents", moved))
+	}
+	db.idx.setReady()
+	close(db.ready)
+	db.refreshUsage()
+	return nil
+}
