@@ -1,0 +1,200 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+)
+
+// Defaults applied when neither the command line, the environment nor the
+// file sets an option.
+const (
+	DefaultListen        = "127.0.0.1:7420"
+	DefaultMetricsListen = "127.0.0.1:9464"
+	DefaultLogLevel      = "info"
+	// MaxDatabases is the most databases one server may host.
+	MaxDatabases = 32
+)
+
+// Server modes.
+const (
+	ModePrimary  = "primary"
+	ModeFollower = "follower"
+)
+
+// KindDurableLocal is the only outbox destination kind.
+const KindDurableLocal = "durable_local"
+
+// DefaultAlias is the alias of the database of the single-database form.
+const DefaultAlias = "default"
+
+// maxFileSize bounds what Load reads, so that pointing --config at a device
+// or a huge file fails quickly instead of exhausting memory.
+const maxFileSize = 4 << 20
+
+// ErrInvalid is wrapped by every error that reports an invalid configuration:
+// bad TOML, unknown or duplicate options, missing or malformed values, and
+// paths that are relative, not normalized or overlapping. Its messages name
+// options and roles, never paths or other values from the file.
+var ErrInvalid = errors.New("config: invalid configuration")
+
+// ErrUnreadable is wrapped by Load when the configuration file cannot be
+// read. The error carries the operating system's reason but not the path.
+var ErrUnreadable = errors.New("config: cannot read the configuration file")
+
+// Config is one server's validated configuration. It is applied at startup;
+// changing it requires a restart.
+type Config struct {
+	Server    Server
+	Databases []Database // sorted by alias; the single form yields one database with Alias "default"
+	Telemetry Telemetry
+
+	// single records that the file used the single-database form, so that
+	// validation messages name the options as the operator wrote them.
+	single bool
+}
+
+// Server holds the process-wide options of table [server].
+type Server struct {
+	Mode           string // "primary" (default) or "follower"
+	Listen         string // API listener: commands, stats, health
+	MetricsListen  string // Prometheus /metrics listener
+	CredentialPath string // required, absolute
+}
+
+// Database is one hosted database: table [database] in the single form, or
+// [databases.<alias>] in the named form.
+type Database struct {
+	Alias            string
+	Path             string  // required
+	Contract         string  // required: path of the contract TOML file (read-only input)
+	BackupRoot       string  // optional role, checked for disjointness
+	ProjectionRoot   string  // optional role, checked for disjointness
+	ReplicationPath  string  // optional role, checked for disjointness
+	HistoryRetention uint64  // option history_retention: newest commits to keep; 0 (default) keeps all history
+	Outbox           *Outbox // nil when the database has no outbox section (no-destination behaviour)
+}
+
+// Outbox is a database's outbox destination: [maintenance.outbox] in the
+// single form, [databases.<alias>.outbox] in the named form.
+type Outbox struct {
+	Kind              string // only "durable_local"
+	Directory         string
+	QuotaEncodedBytes int64 // > 0
+}
+
+// Telemetry holds the options of table [telemetry].
+type Telemetry struct {
+	LogLevel         string  // debug|info|warn|error, default info
+	OTLPEndpoint     string  // host:port of an OTLP/gRPC collector; "" = traces not exported
+	TraceSampleRatio float64 // option trace_sample_ratio, 0..1, default 1
+}
+
+// Overrides are command-line values; empty fields leave the config alone.
+type Overrides struct {
+	Listen, MetricsListen, LogLevel, OTLPEndpoint string
+}
+
+// Environment variables read by Parse. Each overrides the file's option of
+// the same name and is overridden by the command line.
+const (
+	EnvServerMode            = "RIFFDB_SERVER_MODE"
+	EnvServerListen          = "RIFFDB_SERVER_LISTEN"
+	EnvServerMetricsListen   = "RIFFDB_SERVER_METRICS_LISTEN"
+	EnvServerCredentialPath  = "RIFFDB_SERVER_CREDENTIAL_PATH"
+	EnvTelemetryLogLevel     = "RIFFDB_TELEMETRY_LOG_LEVEL"
+	EnvTelemetryOTLPEndpoint = "RIFFDB_TELEMETRY_OTLP_ENDPOINT"
+	EnvTelemetrySampleRatio  = "RIFFDB_TELEMETRY_TRACE_SAMPLE_RATIO"
+)
+
+// Load reads the file at path and parses it with Parse. A file that cannot
+// be read yields an error wrapping ErrUnreadable whose message carries the
+// operating system's reason without the path; an invalid configuration
+// yields an error wrapping ErrInvalid.
+func Load(path string, env func(string) string, o Overrides) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	if len(data) > maxFileSize {
+		return nil, invalidf("the configuration file is larger than %d bytes", maxFileSize)
+	}
+	return Parse(data, env, o)
+}
+
+// unreadable strips the path from an *fs.PathError and wraps the reason.
+func unreadable(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%w: %w", ErrUnreadable, err)
+}
+
+// Parse decodes data as strict TOML, applies the precedence command line
+// (o) > RIFFDB_* environment (env; nil means none) > file > defaults, and
+// validates the result. Every error it returns wraps ErrInvalid.
+func Parse(data []byte, env func(string) string, o Overrides) (*Config, error) {
+	raw, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	c, err := raw.build()
+	if err != nil {
+		return nil, err
+	}
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	c.Server.Mode = cmp.Or(env(EnvServerMode), c.Server.Mode, ModePrimary)
+	c.Server.Listen = cmp.Or(o.Listen, env(EnvServerListen), c.Server.Listen, DefaultListen)
+	c.Server.MetricsListen = cmp.Or(o.MetricsListen, env(EnvServerMetricsListen), c.Server.MetricsListen, DefaultMetricsListen)
+	c.Server.CredentialPath = cmp.Or(env(EnvServerCredentialPath), c.Server.CredentialPath)
+	c.Telemetry.LogLevel = cmp.Or(o.LogLevel, env(EnvTelemetryLogLevel), c.Telemetry.LogLevel, DefaultLogLevel)
+	c.Telemetry.OTLPEndpoint = cmp.Or(o.OTLPEndpoint, env(EnvTelemetryOTLPEndpoint), c.Telemetry.OTLPEndpoint)
+	if s := env(EnvTelemetrySampleRatio); s != "" {
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, invalidf("%s must be a number between 0 and 1", EnvTelemetrySampleRatio)
+		}
+		c.Telemetry.TraceSampleRatio = r
+	}
+	slices.SortFunc(c.Databases, func(a, b Database) int { return cmp.Compare(a.Alias, b.Alias) })
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Database returns the database with the given alias.
+func (c *Config) Database(alias string) (*Database, bool) {
+	for i := range c.Databases {
+		if c.Databases[i].Alias == alias {
+			return &c.Databases[i], true
+		}
+	}
+	return nil, false
+}
+
+// invalidf returns an error wrapping ErrInvalid with message
+// "config: <formatted>".
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: "config: " + fmt.Sprintf(format, args...)}
+}
+
+// invalidError is an ErrInvalid whose message is the specific reason, so that
+// users see "config: unknown option …" rather than two stacked prefixes.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }

@@ -1,0 +1,251 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// aliasPattern is the syntax of a database alias.
+var aliasPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// logLevels are the accepted values of telemetry.log_level.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// Validate checks c and returns the first problem found, wrapping
+// ErrInvalid. Messages name options and roles, never their values. It checks
+// the server mode and listeners, the credential path, telemetry, 1 to
+// MaxDatabases databases with valid unique aliases, that every path is
+// absolute and normalized, that no two roles of any databases or the server
+// overlap, that contracts lie outside every data role, that outbox sections
+// are well-formed, and that a follower has no outbox section.
+func (c *Config) Validate() error {
+	if err := c.validateServer(); err != nil {
+		return err
+	}
+	if err := c.validateTelemetry(); err != nil {
+		return err
+	}
+	switch n := len(c.Databases); {
+	case n == 0:
+		return invalidf("no database is configured: add a [database] table or [databases.<alias>] tables")
+	case n > MaxDatabases:
+		return invalidf("at most %d databases may be configured, found %d", MaxDatabases, n)
+	}
+	seen := make(map[string]bool, len(c.Databases))
+	for i := range c.Databases {
+		d := &c.Databases[i]
+		if !aliasPattern.MatchString(d.Alias) {
+			return invalidf("database alias %s is invalid: an alias is a lowercase letter followed by up to 63 lowercase letters, digits, '_' or '-'", aliasName(d.Alias))
+		}
+		if seen[d.Alias] {
+			return invalidf("database alias %s is configured twice", aliasName(d.Alias))
+		}
+		seen[d.Alias] = true
+		if err := c.validateDatabase(d); err != nil {
+			return err
+		}
+	}
+	return c.validateDisjoint()
+}
+
+func (c *Config) validateServer() error {
+	s := &c.Server
+	if s.Mode != ModePrimary && s.Mode != ModeFollower {
+		return invalidf("server.mode must be %q or %q", ModePrimary, ModeFollower)
+	}
+	if err := checkAddress("server.listen", s.Listen, true); err != nil {
+		return err
+	}
+	if err := checkAddress("server.metrics_listen", s.MetricsListen, true); err != nil {
+		return err
+	}
+	if _, port, _ := net.SplitHostPort(s.Listen); s.Listen == s.MetricsListen && port != "0" {
+		return invalidf("server.metrics_listen must differ from server.listen")
+	}
+	return checkPath("server.credential_path", s.CredentialPath, true)
+}
+
+func (c *Config) validateTelemetry() error {
+	t := &c.Telemetry
+	ok := false
+	for _, l := range logLevels {
+		ok = ok || t.LogLevel == l
+	}
+	if !ok {
+		return invalidf("telemetry.log_level must be one of %s", strings.Join(logLevels, ", "))
+	}
+	if t.OTLPEndpoint != "" {
+		if err := checkAddress("telemetry.otlp_endpoint", t.OTLPEndpoint, false); err != nil {
+			return err
+		}
+	}
+	if !(t.TraceSampleRatio >= 0 && t.TraceSampleRatio <= 1) {
+		return invalidf("telemetry.trace_sample_ratio must be a number between 0 and 1")
+	}
+	return nil
+}
+
+func (c *Config) validateDatabase(d *Database) error {
+	for _, r := range []struct {
+		option, path string
+		required     bool
+	}{
+		{"path", d.Path, true},
+		{"contract", d.Contract, true},
+		{"backup_root", d.BackupRoot, false},
+		{"projection_root", d.ProjectionRoot, false},
+		{"replication_path", d.ReplicationPath, false},
+	} {
+		if err := checkPath(c.option(d, r.option), r.path, r.required); err != nil {
+			return err
+		}
+	}
+	o := d.Outbox
+	if o == nil {
+		return nil
+	}
+	if c.Server.Mode == ModeFollower {
+		return invalidf("%s is not allowed when server.mode is %q: a follower has no outbox destination", c.outbox(d, ""), ModeFollower)
+	}
+	switch o.Kind {
+	case KindDurableLocal:
+	case "":
+		return invalidf("%s is required (the only kind is %q)", c.outbox(d, "kind"), KindDurableLocal)
+	default:
+		return invalidf("%s must be %q", c.outbox(d, "kind"), KindDurableLocal)
+	}
+	if err := checkPath(c.outbox(d, "directory"), o.Directory, true); err != nil {
+		return err
+	}
+	if o.QuotaEncodedBytes <= 0 {
+		return invalidf("%s must be set to an integer greater than zero", c.outbox(d, "quota_encoded_bytes"))
+	}
+	return nil
+}
+
+// role is one configured path that the server owns.
+type role struct{ name, path string }
+
+// validateDisjoint rejects any two data roles that are equal or nested, and
+// any contract file that equals or lies inside a data role. Contracts are
+// read-only inputs, so databases may share one.
+func (c *Config) validateDisjoint() error {
+	roles := []role{{"server.credential_path", c.Server.CredentialPath}}
+	for i := range c.Databases {
+		d := &c.Databases[i]
+		roles = append(roles, role{c.option(d, "path"), d.Path})
+		for _, r := range []role{
+			{c.option(d, "backup_root"), d.BackupRoot},
+			{c.option(d, "projection_root"), d.ProjectionRoot},
+			{c.option(d, "replication_path"), d.ReplicationPath},
+		} {
+			if r.path != "" {
+				roles = append(roles, r)
+			}
+		}
+		if d.Outbox != nil {
+			roles = append(roles, role{c.outbox(d, "directory"), d.Outbox.Directory})
+		}
+	}
+	for j := range roles {
+		for i := range j {
+			if overlaps(roles[i].path, roles[j].path) {
+				return invalidf("%s overlaps %s: every role needs its own path, neither equal to nor inside another", roles[j].name, roles[i].name)
+			}
+		}
+	}
+	for i := range c.Databases {
+		d := &c.Databases[i]
+		for _, r := range roles {
+			if within(d.Contract, r.path) {
+				return invalidf("%s overlaps %s: the contract file must be outside every data path", c.option(d, "contract"), r.name)
+			}
+		}
+	}
+	return nil
+}
+
+// overlaps reports whether a and b, absolute and clean, are equal or one
+// contains the other.
+func overlaps(a, b string) bool { return within(a, b) || within(b, a) }
+
+// within reports whether p equals dir or lies below it; both are absolute
+// and clean.
+func within(p, dir string) bool {
+	if p == dir || dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, dir+"/")
+}
+
+// option names a database's option as the operator wrote it.
+func (c *Config) option(d *Database, name string) string {
+	if c.single && len(c.Databases) == 1 {
+		return "database." + name
+	}
+	return "databases." + keyName([]string{d.Alias}) + "." + name
+}
+
+// outbox names a database's outbox section, or one of its options when name
+// is not empty.
+func (c *Config) outbox(d *Database, name string) string {
+	s := "databases." + keyName([]string{d.Alias}) + ".outbox"
+	if c.single && len(c.Databases) == 1 {
+		s = "maintenance.outbox"
+	}
+	if name != "" {
+		s += "." + name
+	}
+	return s
+}
+
+// checkPath checks that p is absolute and lexically normalized.
+func checkPath(name, p string, required bool) error {
+	switch {
+	case p == "":
+		if required {
+			return invalidf("%s is required", name)
+		}
+		return nil
+	case strings.IndexByte(p, 0) >= 0:
+		return invalidf("%s contains a NUL byte", name)
+	case !filepath.IsAbs(p):
+		return invalidf("%s must be an absolute path", name)
+	case filepath.Clean(p) != p:
+		return invalidf("%s must be a normalized path: no '.' or '..' components, repeated separators or trailing separator", name)
+	}
+	return nil
+}
+
+// checkAddress checks a host:port listener or endpoint address. A listener
+// may leave the host empty (all interfaces) and use port 0 (any free port).
+func checkAddress(name, addr string, listener bool) error {
+	if addr == "" {
+		return invalidf("%s is required", name)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return invalidf("%s must be host:port", name)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	switch {
+	case err != nil:
+		return invalidf("%s must be host:port with a numeric port", name)
+	case !listener && (n == 0 || host == ""):
+		return invalidf("%s must be host:port with a host and a port from 1 to 65535", name)
+	}
+	return nil
+}
+
+// aliasName quotes an alias for a message, unless it is not a plain bare
+// key, in which case it is not echoed (it could hold a path).
+func aliasName(alias string) string {
+	if isBareKey(alias) {
+		return fmt.Sprintf("%q", alias)
+	}
+	return "<quoted key>"
+}
