@@ -1,0 +1,46 @@
+// Package outbox is the server-owned delivery worker: it moves every committed
+// event from the primary's commit-coupled undelivered index into the durable
+// local archive, at least once, and then completes the event's intent.
+//
+// # Model
+//
+// One Worker runs per database that has a destination. It reads only intents
+// at or below the publication frontier (a synced Pebble write is visible before
+// it is durable; an event read past the frontier could be archived and then
+// erased by a crash, and its identity reused for different bytes).
+//
+// A pass scans the undelivered index one page (500 intents) at a time in
+// event-id order. Within a page the worker forms claim runs: up to 16
+// consecutive intents claimed in one primary transaction. A run ends at the
+// first intent that is not due, has used every attempt, or would not fit the
+// archive quota together with the earlier members; that intent is then handled
+// on its own (not due: skipped; exhausted: dead-lettered; too big even alone:
+// delivery pauses with reason capacity_exhausted and no attempt is spent).
+// Members are delivered one at a time, each in its own archive transaction; a
+// member whose lease passed before it is reached renews its lease first.
+// Accepted members are completed up to 16 per primary transaction, flushed at
+// the bound, at page end, or before ordinary failure handling. Nothing waits to
+// fill a group.
+//
+// # Failures
+//
+// Errors from the Destination are classified by the sentinels in errors.go.
+// Unavailability degrades health and is retried; known refusal (permissions,
+// read-only filesystem, custody) pauses before the next claim; capacity pauses
+// without spending attempts; a changed binding, incompatible format or corrupt
+// content stops delivery until a restart. Before claiming while unhealthy the
+// worker probes the destination, so an outage does not burn attempts. After a
+// claim, failures follow the retry policy: at most 32 attempts, 1 s apart, then
+// a dead letter, which stays undelivered and fences retention.
+//
+// A crash at any point replays at most the bounded groups in flight: the
+// primary returns every delivering intent to pending at startup (the claim
+// stays counted), and redelivery hits the same archive key, where equal bytes
+// are accepted once.
+//
+// The worker never blocks the primary's command path: it only reads the index
+// and writes intent transitions.
+//
+// Source is implemented by *primary.DB; Destination by the server's adapter
+// around *archive.Store. outbox and archive do not import each other.
+package outbox

@@ -1,0 +1,226 @@
+package outbox
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/primary"
+)
+
+// ScopeName is the instrumentation scope of the worker's spans and metrics.
+const ScopeName = "github.com/riffdb/riffdb/outbox"
+
+// Attribute keys used on spans and metrics. Ids go on spans only.
+const (
+	AttrDatabase = attribute.Key("riffdb.database")
+	AttrReason   = attribute.Key("riffdb.reason")
+	AttrResult   = attribute.Key("riffdb.result")
+	AttrState    = attribute.Key("riffdb.outbox.state")
+	AttrEvent    = attribute.Key("riffdb.event.id")
+	AttrAttempt  = attribute.Key("riffdb.outbox.attempt")
+	AttrFirst    = attribute.Key("riffdb.outbox.first_event")
+	AttrLast     = attribute.Key("riffdb.outbox.last_event")
+	attrBatch    = attribute.Key("messaging.batch.message_count")
+	attrErrType  = attribute.Key("error.type")
+)
+
+// LagBuckets are the delivery-lag histogram boundaries, in seconds.
+var LagBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+type instruments struct {
+	tracer        trace.Tracer
+	claimDur      metric.Float64Histogram
+	claimSize     metric.Int64Histogram
+	flushDur      metric.Float64Histogram
+	flushSize     metric.Int64Histogram
+	renewDur      metric.Float64Histogram
+	deadLetters   metric.Int64Counter
+	retries       metric.Int64Counter
+	lag           metric.Float64Histogram
+	registrations []metric.Registration
+	db            attribute.KeyValue
+}
+
+func newInstruments(opts Options, health func() Health) (*instruments, error) {
+	tp, mp := opts.TracerProvider, opts.MeterProvider
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	in := &instruments{tracer: tp.Tracer(ScopeName), db: AttrDatabase.String(opts.Alias)}
+	var err error
+	if in.claimDur, err = m.Float64Histogram("riffdb.outbox.claim.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of one claim transaction on the primary.")); err != nil {
+		return nil, err
+	}
+	if in.claimSize, err = m.Int64Histogram("riffdb.outbox.claim.batch.size", metric.WithUnit("{event}"),
+		metric.WithDescription("Members per claim run (1..16)."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 12, 16)); err != nil {
+		return nil, err
+	}
+	if in.flushDur, err = m.Float64Histogram("riffdb.outbox.completion.flush.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of one completion transaction on the primary.")); err != nil {
+		return nil, err
+	}
+	if in.flushSize, err = m.Int64Histogram("riffdb.outbox.completion.flush.batch.size", metric.WithUnit("{event}"),
+		metric.WithDescription("Intents completed per completion transaction, by flush reason (bound, page_end, failure)."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 12, 16)); err != nil {
+		return nil, err
+	}
+	if in.renewDur, err = m.Float64Histogram("riffdb.outbox.lease.renew.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of one lease renewal transaction.")); err != nil {
+		return nil, err
+	}
+	if in.deadLetters, err = m.Int64Counter("riffdb.outbox.dead_letters", metric.WithUnit("{event}"),
+		metric.WithDescription("Events dead-lettered, by reason. Dead letters stay undelivered and fence retention.")); err != nil {
+		return nil, err
+	}
+	if in.retries, err = m.Int64Counter("riffdb.outbox.retries", metric.WithUnit("{event}"),
+		metric.WithDescription("Delivery attempts that failed and were scheduled for retry.")); err != nil {
+		return nil, err
+	}
+	if in.lag, err = m.Float64Histogram("riffdb.outbox.delivery.lag", metric.WithUnit("s"),
+		metric.WithDescription("Time from an event's commit to its archive acceptance."),
+		metric.WithExplicitBucketBoundaries(LagBuckets...)); err != nil {
+		return nil, err
+	}
+	healthGauge, err := m.Int64ObservableGauge("riffdb.outbox.health", metric.WithUnit("1"),
+		metric.WithDescription("Outbox health: 1 for the current state, 0 for the others, one series per state."))
+	if err != nil {
+		return nil, err
+	}
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		cur := health().State
+		for _, s := range States {
+			v := int64(0)
+			if s == cur {
+				v = 1
+			}
+			o.ObserveInt64(healthGauge, v, metric.WithAttributes(in.db, AttrState.String(s)))
+		}
+		return nil
+	}, healthGauge)
+	if err != nil {
+		return nil, err
+	}
+	in.registrations = append(in.registrations, reg)
+	return in, nil
+}
+
+func (in *instruments) close() error {
+	var first error
+	for _, r := range in.registrations {
+		if err := r.Unregister(); err != nil && first == nil {
+			first = err
+		}
+	}
+	in.registrations = nil
+	return first
+}
+
+func endSpan(span trace.Span, err error, errType string) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attrErrType.String(errType))
+	}
+	span.End()
+}
+
+// links returns span links to the commit spans of the members.
+func links(members []primary.Intent) []trace.Link {
+	var out []trace.Link
+	prop := propagation.TraceContext{}
+	for _, m := range members {
+		if m.TraceParent == "" {
+			continue
+		}
+		ctx := prop.Extract(context.Background(), propagation.MapCarrier{"traceparent": m.TraceParent})
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			out = append(out, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrEvent.String(m.Event.String())}})
+		}
+	}
+	return out
+}
+
+func (w *Worker) claim(ctx context.Context, run []primary.Intent, lease time.Time) ([]primary.Intent, error) {
+	in := w.inst
+	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.claim", trace.WithLinks(links(run)...),
+		trace.WithAttributes(in.db, attrBatch.Int(len(run)),
+			AttrFirst.String(run[0].Event.String()), AttrLast.String(run[len(run)-1].Event.String())))
+	start := time.Now()
+	claimed, err := w.src.Claim(ctx, run, lease)
+	attrs := []attribute.KeyValue{in.db}
+	if err != nil {
+		attrs = append(attrs, attrErrType.String("claim_failed"))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	in.claimDur.Record(ctx, time.Since(start).Seconds(), set)
+	if err == nil {
+		in.claimSize.Record(ctx, int64(len(claimed)), set)
+	}
+	endSpan(span, err, "claim_failed")
+	return claimed, err
+}
+
+func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (primary.Intent, error) {
+	in := w.inst
+	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.lease.renew",
+		trace.WithAttributes(in.db, AttrEvent.String(m.Event.String()), AttrAttempt.Int(int(m.Attempts))))
+	start := time.Now()
+	out, err := w.src.Renew(ctx, m, lease)
+	in.renewDur.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(in.db))
+	endSpan(span, err, "renew_failed")
+	return out, err
+}
+
+// accept runs one archive transaction for member m under the delivery
+// timeout. The archive records its own riffdb.archive.txn span as a child.
+func (w *Worker) accept(ctx context.Context, key event.Key, record []byte, m primary.Intent) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, DeliveryTimeout)
+	defer cancel()
+	outcome, err := w.dst.Accept(ctx, key, record)
+	if err == nil && !m.CommittedAt.IsZero() {
+		w.inst.lag.Record(ctx, w.clock.Now().Sub(m.CommittedAt).Seconds(), metric.WithAttributes(w.inst.db))
+	}
+	if err != nil && !isClassified(err) {
+		err = errorsJoinUnavailable(err)
+	}
+	return outcome, err
+}
+
+func (w *Worker) complete(ctx context.Context, group []primary.Intent, reason string) error {
+	in := w.inst
+	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.completion.flush",
+		trace.WithAttributes(in.db, AttrReason.String(reason), attrBatch.Int(len(group)),
+			AttrFirst.String(group[0].Event.String()), AttrLast.String(group[len(group)-1].Event.String())))
+	start := time.Now()
+	err := w.src.Complete(ctx, group)
+	set := metric.WithAttributeSet(attribute.NewSet(in.db, AttrReason.String(reason)))
+	in.flushDur.Record(ctx, time.Since(start).Seconds(), set)
+	if err == nil {
+		in.flushSize.Record(ctx, int64(len(group)), set)
+	}
+	endSpan(span, err, "complete_failed")
+	return err
+}
+
+func (in *instruments) retry(ctx context.Context, _ string) {
+	in.retries.Add(ctx, 1, metric.WithAttributes(in.db))
+}
+
+func (in *instruments) deadLetter(ctx context.Context, _ string, reason string) {
+	in.deadLetters.Add(ctx, 1, metric.WithAttributes(in.db, AttrReason.String(reason)))
+}

@@ -1,0 +1,330 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/primary"
+)
+
+// PassResult summarizes one pass, for tests and logs.
+type PassResult struct {
+	Claimed      int // members claimed (one attempt each)
+	Stored       int // archive transactions that stored a record
+	Duplicates   int // archive transactions that found equal bytes
+	Completed    int // intents completed on the primary
+	Retried      int // members scheduled for retry
+	DeadLettered int // intents dead-lettered
+	Renewed      int // leases renewed before delivery
+	// Halted is the health reason that ended the pass early, or "".
+	Halted string
+}
+
+// RunOnce runs one pass over the undelivered index and returns what it did.
+// It is what the loop runs; tests call it directly with a fake clock.
+func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
+	w.passMu.Lock()
+	defer w.passMu.Unlock()
+	p := &pass{w: w, ctx: ctx}
+	err := p.run()
+	w.mu.Lock()
+	w.nextDue = p.nextDue
+	w.mu.Unlock()
+	return p.res, err
+}
+
+type pass struct {
+	w       *Worker
+	ctx     context.Context
+	res     PassResult
+	group   []primary.Intent // accepted, awaiting completion
+	nextDue time.Time
+	halted  bool
+}
+
+func (p *pass) now() time.Time { return p.w.clock.Now() }
+
+func (p *pass) run() error {
+	w := p.w
+	h := w.Health()
+	if h.State == StateStopped {
+		p.res.Halted = h.Reason
+		return nil
+	}
+	// While unhealthy, probe before claiming anything: an outage must not
+	// spend attempts.
+	if h.State != StateHealthy || h.Reason == ReasonIdentityConflict {
+		if err := w.dst.Probe(p.ctx); err != nil {
+			p.fail(err)
+			return nil
+		}
+	}
+	var after *event.ID
+	for {
+		page, err := w.src.ScanIntents(p.ctx, after, w.opts.PageSize)
+		if err != nil {
+			return fmt.Errorf("outbox: scan undelivered index: %w", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if err := p.page(page); err != nil || p.halted {
+			return err
+		}
+		if err := p.flush(flushPageEnd); err != nil {
+			return err
+		}
+		last := page[len(page)-1].Event
+		after = &last
+		if len(page) < w.opts.PageSize {
+			break
+		}
+	}
+	if !p.halted {
+		w.health.set(StateHealthy, ReasonNone, p.now())
+	}
+	return nil
+}
+
+func (p *pass) due(in primary.Intent, now time.Time) bool {
+	switch in.State {
+	case primary.IntentPending:
+		return true
+	case primary.IntentRetryScheduled:
+		if in.NextAttempt.After(now) {
+			if p.nextDue.IsZero() || in.NextAttempt.Before(p.nextDue) {
+				p.nextDue = in.NextAttempt
+			}
+			return false
+		}
+		return true
+	case primary.IntentDelivering:
+		// Only an abandoned delivery (its lease passed) is due again; its
+		// claim already counted as an attempt.
+		return !now.Before(in.LeaseDeadline)
+	}
+	return false // dead letters are never retried automatically
+}
+
+func exhausted(in primary.Intent) bool { return in.Attempts >= MaxAttempts }
+
+// page forms and delivers claim runs over one scan page.
+func (p *pass) page(page []primary.Intent) error {
+	for i := 0; i < len(page); {
+		if err := p.ctx.Err(); err != nil {
+			return context.Cause(p.ctx)
+		}
+		now := p.now()
+		in := page[i]
+		if !p.due(in, now) {
+			i++
+			continue
+		}
+		if exhausted(in) {
+			if err := p.flush(flushFailure); err != nil {
+				return err
+			}
+			if err := p.deadLetter(in, "attempts_exhausted"); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(page) && j-i < MaxRun && p.due(page[j], now) && !exhausted(page[j]) {
+			j++
+		}
+		run := page[i:j]
+		keys, records, err := p.load(run)
+		if err != nil {
+			return err
+		}
+		n, err := p.w.dst.Fit(p.ctx, keys, records)
+		if err != nil {
+			if ferr := p.flush(flushFailure); ferr != nil {
+				return ferr
+			}
+			p.fail(err)
+			return nil
+		}
+		if n == 0 {
+			// Too big even alone: pause without spending an attempt.
+			if err := p.flush(flushFailure); err != nil {
+				return err
+			}
+			p.fail(fmt.Errorf("%w: the next event does not fit the archive quota", ErrCapacity))
+			return nil
+		}
+		if err := p.claimAndDeliver(run[:n], keys[:n], records[:n]); err != nil || p.halted {
+			return err
+		}
+		i += n
+	}
+	return nil
+}
+
+func (p *pass) load(run []primary.Intent) ([]event.Key, [][]byte, error) {
+	db, inc := p.w.src.Identity(), p.w.src.Incarnation()
+	keys := make([]event.Key, len(run))
+	records := make([][]byte, len(run))
+	for k, in := range run {
+		b, err := p.w.src.LoadEvent(p.ctx, in.Event)
+		if err != nil {
+			return nil, nil, fmt.Errorf("outbox: load event %s: %w", in.Event, err)
+		}
+		keys[k] = event.Key{Database: db, Incarnation: inc, Event: in.Event}
+		records[k] = b
+	}
+	return keys, records, nil
+}
+
+func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [][]byte) error {
+	claimed, err := p.w.claim(p.ctx, run, p.now().Add(Lease))
+	if err != nil {
+		if errors.Is(err, primary.ErrConflict) {
+			// The index moved under us (it should not: one worker per
+			// database). Rescan on the next pass.
+			p.w.log.Warn("outbox claim conflict; rescanning", zap.Error(err))
+			p.halted = true
+			return nil
+		}
+		return fmt.Errorf("outbox: claim: %w", err)
+	}
+	p.res.Claimed += len(claimed)
+	for k := range claimed {
+		m := claimed[k]
+		if now := p.now(); !now.Before(m.LeaseDeadline) {
+			if m, err = p.w.renew(p.ctx, m, now.Add(Lease)); err != nil {
+				return fmt.Errorf("outbox: renew lease: %w", err)
+			}
+			p.res.Renewed++
+		}
+		outcome, err := p.w.accept(p.ctx, keys[k], records[k], m)
+		if err != nil {
+			if ferr := p.flush(flushFailure); ferr != nil {
+				return ferr
+			}
+			if errors.Is(err, ErrConflict) {
+				if err := p.conflict(m); err != nil {
+					return err
+				}
+				continue // the rest of the run is delivered as usual
+			}
+			return p.halt(claimed[k:], err)
+		}
+		if outcome == Duplicate {
+			p.res.Duplicates++
+		} else {
+			p.res.Stored++
+		}
+		p.group = append(p.group, m)
+		if len(p.group) == MaxGroup {
+			if err := p.flush(flushBound); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// conflict dead-letters a member whose identity holds different bytes in the
+// archive; health reports it until an operator restarts after investigation.
+func (p *pass) conflict(m primary.Intent) error {
+	p.w.health.conflict(p.now())
+	p.w.log.Error("archive holds different bytes under this event's identity; dead-lettering it",
+		zap.Stringer("event", m.Event))
+	return p.deadLetter(m, "identity_conflict")
+}
+
+// halt applies the retry rules to the failed member rest[0] and to the
+// claimed members not yet reached, then halts the pass.
+func (p *pass) halt(rest []primary.Intent, cause error) error {
+	p.fail(cause)
+	for _, m := range rest {
+		if err := p.retry(m); err != nil {
+			return err
+		}
+	}
+	p.halted = true
+	return nil
+}
+
+// retry schedules a claimed member for another attempt, or dead-letters it
+// when it has used every attempt.
+func (p *pass) retry(m primary.Intent) error {
+	if exhausted(m) {
+		return p.deadLetter(m, "attempts_exhausted")
+	}
+	at := p.now().Add(RetryDelay)
+	if _, err := p.w.src.Retry(p.ctx, m, at); err != nil {
+		return fmt.Errorf("outbox: schedule retry: %w", err)
+	}
+	p.w.inst.retry(p.ctx, p.w.opts.Alias)
+	p.res.Retried++
+	if p.nextDue.IsZero() || at.Before(p.nextDue) {
+		p.nextDue = at
+	}
+	return nil
+}
+
+func (p *pass) deadLetter(in primary.Intent, reason string) error {
+	if _, err := p.w.src.DeadLetter(p.ctx, in, reason); err != nil {
+		return fmt.Errorf("outbox: dead-letter: %w", err)
+	}
+	p.w.inst.deadLetter(p.ctx, p.w.opts.Alias, reason)
+	p.res.DeadLettered++
+	return nil
+}
+
+// Completion flush reasons (the metric label).
+const (
+	flushBound   = "bound"
+	flushPageEnd = "page_end"
+	flushFailure = "failure"
+)
+
+func (p *pass) flush(reason string) error {
+	if len(p.group) == 0 {
+		return nil
+	}
+	group := p.group
+	p.group = nil
+	if err := p.w.complete(p.ctx, group, reason); err != nil {
+		return fmt.Errorf("outbox: complete: %w", err)
+	}
+	p.res.Completed += len(group)
+	return nil
+}
+
+// fail moves health according to the class of err and halts the pass.
+func (p *pass) fail(err error) {
+	p.halted = true
+	state, reason := classify(err)
+	p.res.Halted = reason
+	p.w.health.set(state, reason, p.now())
+	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", reason), zap.Error(err))
+}
+
+func classify(err error) (state, reason string) {
+	switch {
+	case errors.Is(err, ErrBindingChanged):
+		return StateStopped, ReasonBindingChanged
+	case errors.Is(err, ErrIncompatibleFormat):
+		return StateStopped, ReasonIncompatibleFormat
+	case errors.Is(err, ErrCorrupt):
+		return StateStopped, ReasonCorruptContent
+	case errors.Is(err, ErrRefused):
+		return StatePaused, ReasonDestinationRefused
+	case errors.Is(err, ErrCapacity):
+		return StateDegraded, ReasonCapacityExhausted
+	case errors.Is(err, ErrStartupValidation):
+		return StateDegraded, ReasonStartupValidationFailed
+	default:
+		return StateDegraded, ReasonDestinationUnavailable
+	}
+}

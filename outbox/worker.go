@@ -1,0 +1,211 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/primary"
+)
+
+// Retry policy. It is server-owned and not configurable by operators.
+const (
+	MaxAttempts     = 32
+	RetryDelay      = time.Second
+	Lease           = 10 * time.Second
+	DeliveryTimeout = 5 * time.Second
+	PageSize        = 500
+	MaxRun          = 16
+	MaxGroup        = 16
+	// DefaultProbeInterval is how often an unhealthy worker probes its
+	// destination, and the longest a healthy worker sleeps between passes.
+	DefaultProbeInterval = time.Second
+)
+
+// Source is what the worker needs from the primary: the undelivered index
+// and its compare-and-set transitions. *primary.DB implements it.
+type Source interface {
+	Identity() event.DatabaseID
+	Incarnation() uint64
+	Notify() <-chan struct{}
+	ScanIntents(ctx context.Context, after *event.ID, limit int) ([]primary.Intent, error)
+	LoadEvent(ctx context.Context, id event.ID) ([]byte, error)
+	Claim(ctx context.Context, members []primary.Intent, lease time.Time) ([]primary.Intent, error)
+	Renew(ctx context.Context, in primary.Intent, lease time.Time) (primary.Intent, error)
+	Complete(ctx context.Context, members []primary.Intent) error
+	Retry(ctx context.Context, in primary.Intent, at time.Time) (primary.Intent, error)
+	DeadLetter(ctx context.Context, in primary.Intent, reason string) (primary.Intent, error)
+}
+
+// Outcome is the result of one accepted archive transaction.
+type Outcome int
+
+// Acceptance outcomes.
+const (
+	Stored    Outcome = iota + 1 // a new record and its quota charge were written
+	Duplicate                    // equal bytes were already archived; nothing written
+)
+
+// Destination is what the worker needs from the archive. Every error it
+// returns wraps one of the class sentinels of this package.
+type Destination interface {
+	// Probe checks that the destination is usable (custody, availability,
+	// startup validation) without writing anything.
+	Probe(ctx context.Context) error
+	// Fit reports how many leading members fit the quota together. It
+	// writes nothing. Members already archived with equal bytes charge 0.
+	Fit(ctx context.Context, keys []event.Key, records [][]byte) (int, error)
+	// Accept stores the exact record and its quota charge in one durable
+	// transaction, or reports Duplicate, or fails with ErrConflict.
+	Accept(ctx context.Context, key event.Key, record []byte) (Outcome, error)
+}
+
+// Clock is the worker's time source. Tests inject a fake one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Options configure a Worker. Zero values mean defaults.
+type Options struct {
+	Alias          string // database alias, used as a metric label
+	Source         Source
+	Destination    Destination
+	Clock          Clock
+	Logger         *zap.Logger
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	PageSize       int           // scan page; 0 → PageSize
+	ProbeInterval  time.Duration // 0 → DefaultProbeInterval
+}
+
+// Worker delivers one database's committed events to its archive. It is safe
+// for concurrent use; Start and Stop are idempotent.
+type Worker struct {
+	opts   Options
+	src    Source
+	dst    Destination
+	clock  Clock
+	log    *zap.Logger
+	inst   *instruments
+	health healthState
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	passMu  sync.Mutex // one pass at a time
+	wake    chan struct{}
+	nextDue time.Time // earliest scheduled retry seen by the last pass
+}
+
+// New returns a worker. It does nothing until Start (or RunOnce).
+func New(opts Options) (*Worker, error) {
+	if opts.Source == nil || opts.Destination == nil {
+		return nil, errors.New("outbox: a worker needs a source and a destination")
+	}
+	opts.Clock = cmp.Or[Clock](opts.Clock, realClock{})
+	opts.PageSize = cmp.Or(opts.PageSize, PageSize)
+	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, DefaultProbeInterval)
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	w := &Worker{opts: opts, src: opts.Source, dst: opts.Destination, clock: opts.Clock,
+		log: opts.Logger.With(zap.String("database", opts.Alias)), wake: make(chan struct{}, 1)}
+	w.health.h = Health{State: StateDegraded, Reason: ReasonStarting, Since: opts.Clock.Now()}
+	inst, err := newInstruments(opts, w.Health)
+	if err != nil {
+		return nil, err
+	}
+	w.inst = inst
+	return w, nil
+}
+
+// Health returns the current outbox health.
+func (w *Worker) Health() Health { return w.health.get() }
+
+// Wake asks the worker to run a pass soon (non-blocking).
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the worker loop in a goroutine until Stop.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		return nil
+	}
+	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	w.done = make(chan struct{})
+	go w.loop(ctx, w.done)
+	return nil
+}
+
+// Stop ends the loop and waits for the pass in flight to finish its current
+// step (the context passed to the destination is cancelled).
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	cancel, done := w.cancel, w.done
+	w.cancel = nil
+	w.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Close unregisters the worker's observable instruments. Call after Stop.
+func (w *Worker) Close() error { return w.inst.close() }
+
+func (w *Worker) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for {
+		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("outbox pass failed", zap.Error(err))
+		}
+		if w.Health().State == StateStopped {
+			<-ctx.Done()
+			return
+		}
+		wait := w.opts.ProbeInterval
+		if due := w.nextDueSnapshot(); !due.IsZero() {
+			if d := due.Sub(w.clock.Now()); d < wait {
+				wait = max(d, 0)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.src.Notify():
+		case <-w.wake:
+		case <-w.clock.After(wait):
+		}
+	}
+}
+
+func (w *Worker) nextDueSnapshot() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nextDue
+}
