@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/riffdb/riffdb/statsapi"
+)
+
+func init() {
+	register(func(srv, _, _, _ *cobra.Command) {
+		srv.AddCommand(newServerStatsCommand(), newServerHealthCommand())
+	})
+}
+
+// DefaultAddress is where server queries go without --address or RIFFDB_ADDRESS.
+const DefaultAddress = "http://127.0.0.1:7420"
+
+type queryFlags struct {
+	address, tokenFile string
+	timeout            time.Duration
+}
+
+func (q *queryFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&q.address, "address", "", "server URL (default $RIFFDB_ADDRESS or "+DefaultAddress+")")
+	cmd.Flags().StringVar(&q.tokenFile, "token-file", "", "file holding the bearer token (default $RIFFDB_TOKEN)")
+	cmd.Flags().DurationVar(&q.timeout, "timeout", 10*time.Second, "request timeout")
+}
+
+// get fetches path from the server into out, mapping every failure to a
+// classified CLI error.
+func (q *queryFlags) get(ctx context.Context, path string, out any) error {
+	addr := q.address
+	if addr == "" {
+		addr = getenv("RIFFDB_ADDRESS")
+	}
+	if addr == "" {
+		addr = DefaultAddress
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	var token string
+	if q.tokenFile != "" {
+		b, err := os.ReadFile(q.tokenFile)
+		if err != nil {
+			return Local("token_unreadable", "cannot read the --token-file: %v", errors.Unwrap(err))
+		}
+		token = strings.TrimSpace(string(b))
+	} else {
+		token = getenv("RIFFDB_TOKEN")
+	}
+	if token == "" {
+		return Local("no_token", "no token: pass --token-file FILE or set RIFFDB_TOKEN")
+	}
+	ctx, cancel := context.WithTimeout(ctx, q.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(addr, "/")+path, nil)
+	if err != nil {
+		return Local("usage", "--address is not a valid URL")
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Client("unreachable", "cannot reach the server: %v", errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return Client("transport", "reading the response failed: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb statsapi.ErrorBody
+		msg := resp.Status
+		if json.Unmarshal(body, &eb) == nil && eb.Error.Message != "" {
+			msg = eb.Error.Message
+		}
+		code := "http_" + fmt.Sprint(resp.StatusCode)
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			code = "unauthenticated"
+		case http.StatusForbidden:
+			code = "forbidden"
+		}
+		return Public(code, "the server refused: %s", msg)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return Client("bad_response", "the server's response is not valid JSON")
+	}
+	return nil
+}
+
+func newServerStatsCommand() *cobra.Command {
+	var q queryFlags
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Print the server's stats (needs a global capability with read_statistics)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var s statsapi.Stats
+			if err := q.get(cmd.Context(), "/v1/stats", &s); err != nil {
+				return err
+			}
+			return Emit(cmd, s, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "DATABASE\tLAST SEQ\tFRONTIER\tPENDING\tOUTBOX\tARCHIVE BYTES\tQUOTA")
+				for _, d := range s.Databases {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Alias, d.LastCommitSequence, d.PublicationFrontier,
+						optU(d.PendingOutboxDeliveries), healthText(d.Outbox.Health, d.Outbox.Reason),
+						optI(d.Outbox.ArchiveEncodedBytes), optI(d.Outbox.QuotaEncodedBytes))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	q.add(cmd)
+	return cmd
+}
+
+func newServerHealthCommand() *cobra.Command {
+	var q queryFlags
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Print readiness and each database's outbox health (needs read_health)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var h statsapi.HealthReport
+			if err := q.get(cmd.Context(), "/v1/health", &h); err != nil {
+				return err
+			}
+			return Emit(cmd, h, func(w io.Writer) error {
+				fmt.Fprintf(w, "ready: %v\n", h.Ready)
+				for _, d := range h.Databases {
+					fmt.Fprintf(w, "%s: index %s, outbox %s (since %s)\n", d.Alias, d.Index,
+						healthText(d.Outbox.State, d.Outbox.Reason), d.Outbox.Since.Format(time.RFC3339))
+				}
+				return nil
+			})
+		},
+	}
+	q.add(cmd)
+	return cmd
+}
+
+func healthText(state, reason string) string {
+	if reason == "" {
+		return state
+	}
+	return state + "/" + reason
+}
+
+func optU(v *uint64) string {
+	if v == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*v)
+}
+
+func optI(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}

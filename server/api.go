@@ -1,0 +1,199 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/outbox"
+	"github.com/riffdb/riffdb/primary"
+	"github.com/riffdb/riffdb/statsapi"
+)
+
+// MaxRequestBytes bounds a command request body.
+const MaxRequestBytes = 1 << 20
+
+func (s *Server) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", s.handleCommand)
+	stats := statsapi.NewHandler(statsapi.Options{Auth: s.creds, Stats: s.stats, Health: s.health, Logger: s.log})
+	mux.Handle("GET /v1/stats", stats)
+	mux.Handle("GET /v1/health", stats)
+	mux.Handle("GET /healthz", stats)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		statsapi.WriteError(w, http.StatusNotFound, "not_found", "no such endpoint")
+	})
+	return mux
+}
+
+func routeOf(r *http.Request) string {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/v1/databases/"):
+		return "/v1/databases/{alias}/commands/{command}"
+	case r.URL.Path == "/v1/stats", r.URL.Path == "/v1/health", r.URL.Path == "/healthz":
+		return r.URL.Path
+	}
+	return "other"
+}
+
+// CommandRequest is the body of a command request.
+type CommandRequest struct {
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// CommandResponse is the body of a successful command.
+type CommandResponse struct {
+	Database       string   `json:"database"`
+	Command        string   `json:"command"`
+	CommitSequence uint64   `json:"commit_sequence"`
+	Events         []string `json:"events"` // "seq.pos"
+	Replayed       bool     `json:"replayed"`
+}
+
+func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
+	alias, command := r.PathValue("alias"), r.PathValue("command")
+	token, ok := statsapi.BearerToken(r)
+	if !ok {
+		statsapi.Unauthorized(w, "a bearer token is required")
+		return
+	}
+	c, err := s.creds.Authenticate(token)
+	if err != nil {
+		if errors.Is(err, capability.ErrUnauthenticated) {
+			statsapi.Unauthorized(w, "the bearer token is not valid")
+		} else {
+			statsapi.WriteError(w, http.StatusInternalServerError, "internal", "the credential store cannot be read")
+		}
+		return
+	}
+	if !c.Allows(capability.ExecuteCommands, alias) {
+		statsapi.WriteError(w, http.StatusForbidden, "forbidden", "this capability may not execute commands on this database")
+		return
+	}
+	d := s.database(alias)
+	if d == nil {
+		statsapi.WriteError(w, http.StatusNotFound, "unknown_database", "no database has this alias")
+		return
+	}
+	if s.cfg.Server.Mode == "follower" {
+		statsapi.WriteError(w, http.StatusConflict, "follower", "this server is a follower and refuses commands; send them to the primary")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		statsapi.WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the request body must be application/json")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			statsapi.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body exceeds %d bytes", MaxRequestBytes))
+			return
+		}
+		statsapi.WriteError(w, http.StatusBadRequest, "bad_request", "the request body could not be read")
+		return
+	}
+	var req CommandRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		statsapi.WriteError(w, http.StatusBadRequest, "malformed_request",
+			`the body must be one JSON object {"input":{…},"idempotency_key":"…"} with no other fields`)
+		return
+	}
+	if len(req.Input) == 0 || string(req.Input) == "null" {
+		statsapi.WriteError(w, http.StatusBadRequest, "malformed_request", `the body needs an "input" object`)
+		return
+	}
+	if len(req.IdempotencyKey) > 256 {
+		statsapi.WriteError(w, http.StatusBadRequest, "malformed_request", "idempotency_key exceeds 256 bytes")
+		return
+	}
+	commit, err := d.db.Execute(r.Context(), command, req.Input, req.IdempotencyKey)
+	if err != nil {
+		s.commandError(w, err)
+		return
+	}
+	resp := CommandResponse{Database: alias, Command: command, CommitSequence: commit.Seq,
+		Events: make([]string, len(commit.Events)), Replayed: commit.Replayed}
+	for i, id := range commit.Events {
+		resp.Events[i] = id.String()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+func (s *Server) commandError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, primary.ErrUnknownCommand):
+		statsapi.WriteError(w, http.StatusNotFound, "unknown_command", "the contract has no command with this name")
+	case errors.Is(err, primary.ErrInvalidInput):
+		statsapi.WriteError(w, http.StatusBadRequest, "invalid_input", err.Error())
+	case errors.Is(err, primary.ErrIdempotencyConflict):
+		statsapi.WriteError(w, http.StatusConflict, "idempotency_conflict",
+			"this idempotency key was used with a different input")
+	case errors.Is(err, primary.ErrFailed):
+		s.fail(err)
+		statsapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the database store failed; the server is stopping")
+	case errors.Is(err, primary.ErrClosed):
+		statsapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
+	default:
+		s.log.Error("command failed", zap.Error(err))
+		statsapi.WriteError(w, http.StatusInternalServerError, "internal", "the command failed; its outcome is unknown")
+	}
+}
+
+func (s *Server) outboxHealth(d *database) outbox.Health {
+	if d.worker == nil {
+		return outbox.NoDestination(s.started)
+	}
+	return d.worker.Health()
+}
+
+func (s *Server) stats() statsapi.Stats {
+	out := statsapi.Stats{Databases: make([]statsapi.DatabaseStats, 0, len(s.dbs))}
+	for _, d := range s.dbs {
+		st := statsapi.DatabaseStats{
+			Alias: d.alias, DatabaseID: d.db.Identity().String(), HistoryIncarnation: d.db.Incarnation(),
+			LastCommitSequence: d.db.LastCommitSequence(), PublicationFrontier: d.db.Frontier(),
+		}
+		if n, state := d.db.UndeliveredCount(); state == primary.IndexReady {
+			st.PendingOutboxDeliveries = &n
+		}
+		st.History.RetainedBytes, st.History.ReclaimableBytes = d.db.HistoryUsage()
+		h := s.outboxHealth(d)
+		st.Outbox.Health, st.Outbox.Reason = h.State, h.Reason
+		if d.dest != nil {
+			q := d.quota
+			st.Outbox.QuotaEncodedBytes = &q
+			if u, ok := d.dest.Usage(); ok {
+				enc, alloc := u.EncodedBytes, u.AllocatedBytes
+				st.Outbox.ArchiveEncodedBytes, st.Outbox.ArchiveAllocatedBytes = &enc, &alloc
+			}
+		}
+		out.Databases = append(out.Databases, st)
+	}
+	return out
+}
+
+func (s *Server) health() statsapi.HealthReport {
+	rep := statsapi.HealthReport{Ready: true, Databases: make([]statsapi.DatabaseHealth, 0, len(s.dbs))}
+	for _, d := range s.dbs {
+		_, idx := d.db.UndeliveredCount()
+		if idx != primary.IndexReady {
+			rep.Ready = false
+		}
+		h := s.outboxHealth(d)
+		rep.Databases = append(rep.Databases, statsapi.DatabaseHealth{Alias: d.alias, Index: idx.String(),
+			Outbox: statsapi.OutboxHealth{State: h.State, Reason: h.Reason, Since: h.Since.UTC().Truncate(time.Millisecond), Conflicts: h.Conflicts}})
+	}
+	return rep
+}

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/outbox"
+)
+
+// archiveDestination adapts an *archive.Store to outbox.Destination. It opens
+// the archive lazily (custody audit and startup validation run inside
+// archive.Open, off the server's start-up path), classifies every archive
+// error into the worker's classes, and closes an archive that became
+// unavailable so that the next probe reopens it once the fault is repaired —
+// without a restart and without touching the primary.
+type archiveDestination struct {
+	dir  string
+	opts archive.Options
+
+	mu        sync.Mutex
+	store     *archive.Store
+	storeInfo os.FileInfo // identity of the store directory when opened
+	opened    bool // the archive has been opened and validated at least once
+	usageMu   sync.Mutex // guards lastUsage and haveUsage
+	lastUsage archive.Usage
+	haveUsage bool
+}
+
+var _ outbox.Destination = (*archiveDestination)(nil)
+
+func newArchiveDestination(dir string, opts archive.Options) *archiveDestination {
+	return &archiveDestination{dir: dir, opts: opts}
+}
+
+// get returns the open store, opening it if needed. Callers hold d.mu.
+func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
+	if d.store != nil {
+		return d.store, nil
+	}
+	s, err := archive.Open(ctx, d.dir, d.opts)
+	if err != nil {
+		return nil, d.classify(err, true)
+	}
+	fi, err := os.Lstat(filepath.Join(d.dir, archive.StoreDirName))
+	if err != nil {
+		_ = s.Close()
+		return nil, d.classify(err, true)
+	}
+	d.store, d.storeInfo, d.opened = s, fi, true
+	return s, nil
+}
+
+// stillThere reports whether the store directory is still the one that was
+// opened. A store whose directory was removed or replaced keeps accepting
+// writes into unlinked files, so an acceptance is trusted only when the
+// directory is unchanged after it became durable.
+func (d *archiveDestination) stillThere() error {
+	fi, err := os.Lstat(filepath.Join(d.dir, archive.StoreDirName))
+	if err != nil {
+		return fmt.Errorf("%w: the archive store directory disappeared", outbox.ErrUnavailable)
+	}
+	if !os.SameFile(fi, d.storeInfo) {
+		return fmt.Errorf("%w: the archive store directory was replaced", outbox.ErrRefused)
+	}
+	return nil
+}
+
+// drop closes the store after an unavailability, so that it is reopened
+// (custody audit and validation included) on the next call.
+func (d *archiveDestination) drop() {
+	if d.store != nil {
+		u := d.store.Usage()
+		d.usageMu.Lock()
+		d.lastUsage, d.haveUsage = u, true
+		d.usageMu.Unlock()
+		_ = d.store.Close()
+		d.store = nil
+	}
+}
+
+func (d *archiveDestination) after(err error) error {
+	if err == nil {
+		return nil
+	}
+	cerr := d.classify(err, false)
+	if errors.Is(cerr, outbox.ErrUnavailable) || errors.Is(cerr, outbox.ErrRefused) {
+		d.drop()
+	}
+	return cerr
+}
+
+// Probe implements outbox.Destination.
+func (d *archiveDestination) Probe(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.get(ctx)
+	if err != nil {
+		return err
+	}
+	return d.after(s.Audit())
+}
+
+// Fit implements outbox.Destination.
+func (d *archiveDestination) Fit(ctx context.Context, keys []event.Key, records [][]byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.Fit(ctx, keys, records)
+	return n, d.after(err)
+}
+
+// Accept implements outbox.Destination.
+func (d *archiveDestination) Accept(ctx context.Context, key event.Key, record []byte) (outbox.Outcome, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	o, err := s.Accept(ctx, key, record)
+	if err != nil {
+		return 0, d.after(err)
+	}
+	if d.opts.FS == nil {
+		if err := d.stillThere(); err != nil {
+			d.drop()
+			return 0, err
+		}
+	}
+	if o == archive.Duplicate {
+		return outbox.Duplicate, nil
+	}
+	return outbox.Stored, nil
+}
+
+// Usage reports the archive's usage, or false when it has never been open.
+// It never waits for an archive transaction in flight (stats are polled):
+// while one holds the lock it returns the last value it saw.
+func (d *archiveDestination) Usage() (archive.Usage, bool) {
+	if !d.mu.TryLock() {
+		d.usageMu.Lock()
+		defer d.usageMu.Unlock()
+		return d.lastUsage, d.haveUsage
+	}
+	defer d.mu.Unlock()
+	if d.store != nil {
+		u := d.store.Usage()
+		d.usageMu.Lock()
+		d.lastUsage, d.haveUsage = u, true
+		d.usageMu.Unlock()
+		return u, true
+	}
+	d.usageMu.Lock()
+	defer d.usageMu.Unlock()
+	return d.lastUsage, d.haveUsage
+}
+
+// Close closes the archive if it is open.
+func (d *archiveDestination) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.store == nil {
+		return nil
+	}
+	err := d.store.Close()
+	d.store = nil
+	return err
+}
+
+func (d *archiveDestination) classify(err error, opening bool) error {
+	switch archive.Classify(err) {
+	case archive.ClassConflict:
+		return fmt.Errorf("%w: %w", outbox.ErrConflict, err)
+	case archive.ClassCapacity:
+		return fmt.Errorf("%w: %w", outbox.ErrCapacity, err)
+	case archive.ClassRefused:
+		return fmt.Errorf("%w: %w", outbox.ErrRefused, err)
+	case archive.ClassStop:
+		switch {
+		case errors.Is(err, archive.ErrBindingChanged):
+			return fmt.Errorf("%w: %w", outbox.ErrBindingChanged, err)
+		case errors.Is(err, archive.ErrIncompatibleFormat):
+			return fmt.Errorf("%w: %w", outbox.ErrIncompatibleFormat, err)
+		default:
+			return fmt.Errorf("%w: %w", outbox.ErrCorrupt, err)
+		}
+	}
+	if opening && !d.opened {
+		return fmt.Errorf("%w: %w", outbox.ErrStartupValidation, err)
+	}
+	return fmt.Errorf("%w: %w", outbox.ErrUnavailable, err)
+}

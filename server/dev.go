@@ -1,0 +1,73 @@
+package server
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/config"
+)
+
+// DevContract is the sample contract of the embedded default configuration.
+//
+//go:embed dev_contract.toml
+var DevContract []byte
+
+// DevSetup prepares the embedded default configuration under root (made
+// absolute): a private data folder, the sample contract, the outbox directory
+// (0700, precreated as the spec requires), and a development token with every
+// permission, created once and kept in root/dev-token (0600). It returns the
+// parsed configuration and the token.
+func DevSetup(root string, env func(string) string, o config.Overrides) (*config.Config, string, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, "", fmt.Errorf("server: create the dev data folder: %w", errors.Unwrap(err))
+	}
+	if err := os.Chmod(root, 0o700); err != nil {
+		return nil, "", err
+	}
+	cfg, err := config.Parse(config.DevTOML(root), env, o)
+	if err != nil {
+		return nil, "", err
+	}
+	contractPath := cfg.Databases[0].Contract
+	if _, err := os.Stat(contractPath); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(contractPath, DevContract, 0o600); err != nil {
+			return nil, "", err
+		}
+	}
+	for _, d := range cfg.Databases {
+		if d.Outbox != nil {
+			if err := os.MkdirAll(d.Outbox.Directory, 0o700); err != nil {
+				return nil, "", err
+			}
+			if err := os.Chmod(d.Outbox.Directory, 0o700); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	tokenPath := filepath.Join(root, "dev-token")
+	if b, err := os.ReadFile(tokenPath); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return cfg, strings.TrimSpace(string(b)), nil
+	}
+	creds, err := capability.Open(cfg.Server.CredentialPath)
+	if err != nil {
+		return nil, "", err
+	}
+	token, _, err := creds.Create("dev", []capability.Permission{capability.ExecuteCommands,
+		capability.ReadStatistics, capability.ReadHealth, capability.ManageCapabilities}, "")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(tokenPath, []byte(token+"\n"), 0o600); err != nil {
+		return nil, "", err
+	}
+	return cfg, token, nil
+}
