@@ -1,0 +1,69 @@
+// Package archive is the durable local outbox archive: a Pebble v2 store
+// that keeps, at least once and exactly as committed, every event a primary
+// database delivers to it, within a quota of encoded bytes.
+//
+// # Model
+//
+// An archive is bound to one database identity when it is created. Each
+// event is archived under its key (database identity ‖ history incarnation ‖
+// event identity, event.Key) by Accept, in its own archive transaction: under
+// a single-writer mutex a read phase looks the key up (equal bytes: the
+// retry is a Duplicate and nothing is written; different bytes: ErrConflict),
+// checks the quota and a free-space guard, and then one batch holding the
+// record and the updated accounting is committed with pebble.Sync. A synced
+// batch is one checksummed WAL record, so the record and its quota charge are
+// durable together or not at all; redelivery after a crash finds the same
+// key and is accepted once. Fit answers the group quota question for a
+// claim run without writing. There is no deletion, ever.
+//
+// Open validates the whole archive in bounded pages (at most MaxPageRecords
+// records and MaxPageBytes each) before the first delivery: every value's
+// checksum, the stored event's decode and hash, the key's binding, and the
+// count and Σ charges against the durable accounting. The same validating
+// Reader, over a Pebble snapshot with an opaque resumable Cursor, serves
+// offline Inspect and reconciliation campaigns over archives larger than one
+// call's bound.
+//
+// # On-disk layout
+//
+// The configured directory (0700, owned by the server's user, see
+// custody_linux.go) holds only archive.pebble, a Pebble store pinned to
+// FormatMajorVersion. Pebble keys carry a one-byte prefix:
+//
+//	'r' ‖ key(36)          record: version(1)=1 ‖ stored-event bytes ‖ CRC32C(key ‖ version ‖ bytes)
+//	'm' "format"           "RIFFARCH" ‖ version(u16)=1 ‖ CRC32C
+//	'm' "binding"          database identity(16) ‖ CRC32C
+//	'm' "accounting"       record count(u64) ‖ Σ charges(u64) ‖ CRC32C
+//
+// The quota charge of a record is the canonical key length (36) plus the
+// length of its complete encoded value (Charge). Pebble's own overhead,
+// allocated blocks (reported as Usage.AllocatedBytes) and caches are not
+// charged.
+//
+// # Failure classes
+//
+// Every error wraps one sentinel, and Classify maps it to what delivery does:
+//
+//   - ClassUnavailable (ErrUnavailable, ErrBusy, ErrClosed; ENOENT, EIO,
+//     timeouts): degrade and retry. A fatal storage-engine error or a
+//     transaction that exceeds TxnTimeout marks the store unusable; Close it
+//     and Open it again after repair (Unusable reports this).
+//   - ClassRefused (ErrRefused, ErrCustody; EACCES, EPERM, EROFS): pause
+//     before the next claim until permissions are repaired.
+//   - ClassCapacity (ErrCapacity; ENOSPC): quota or disk space; pause
+//     without spending attempts.
+//   - ClassStop (ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt): stop
+//     delivery until an operator investigates.
+//   - ClassConflict (ErrConflict, ErrInvalidRecord): a permanent failure of
+//     one event.
+//
+// # Never taking the process down
+//
+// Pebble's defaults exit the process on corruption and on WAL write or sync
+// errors, and block forever on a full disk. The archive installs a logger
+// whose Fatalf records the error and ends only the calling goroutine
+// (runtime.Goexit), runs every Pebble call in its own goroutine bounded by
+// TxnTimeout, records DataCorruption events (later calls return ErrCorrupt),
+// rate-limits BackgroundError logs, and refuses writes below a free-space
+// guard. Error messages never contain filesystem paths or event payloads.
+package archive

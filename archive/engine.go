@@ -1,0 +1,183 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+)
+
+// engineState records why the storage engine became unusable. Pebble's
+// logger, its event listener and the guarded calls all report into it; once
+// set, every later call on the store returns the recorded error without
+// touching Pebble.
+type engineState struct {
+	log   *zap.Logger
+	clock func() time.Time
+
+	mu         sync.Mutex
+	failure    error
+	lastBgLog  time.Time
+	suppressed int
+}
+
+func (e *engineState) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failure
+}
+
+// fail records the first failure; a later corruption report replaces an
+// earlier unavailability, because corruption needs an operator.
+func (e *engineState) fail(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failure == nil || (errors.Is(err, ErrCorrupt) && !errors.Is(e.failure, ErrCorrupt)) {
+		e.failure = err
+	}
+}
+
+// backgroundError logs Pebble background errors at most once a second: a
+// full disk makes Pebble retry a failing flush in a tight loop.
+func (e *engineState) backgroundError(err error) {
+	e.mu.Lock()
+	now := e.clock()
+	if now.Sub(e.lastBgLog) < time.Second {
+		e.suppressed++
+		e.mu.Unlock()
+		return
+	}
+	n := e.suppressed
+	e.suppressed = 0
+	e.lastBgLog = now
+	e.mu.Unlock()
+	e.log.Warn("archive storage engine background error", zap.Error(err), zap.Int("suppressed", n))
+}
+
+func (e *engineState) dataCorruption(info pebble.DataCorruptionInfo) {
+	e.fail(newError(ErrCorrupt, "storage engine reported corrupt data", info.Details))
+	e.log.Error("archive storage engine reported corrupt data", zap.Error(info.Details))
+}
+
+// pebbleLogger is the Pebble logger of an archive. Its Fatalf never returns
+// and never exits the process: it records the fatal error, marks the store
+// unusable and ends the calling goroutine with runtime.Goexit. Pebble calls
+// Fatalf in the committing goroutine on WAL write/sync errors, which is why
+// every Pebble call of the archive runs in its own goroutine (see guarded).
+type pebbleLogger struct{ st *engineState }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.st.log.Debug("archive storage engine", zap.String("message", fmt.Sprintf(format, args...)))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.st.log.Warn("archive storage engine", zap.String("message", fmt.Sprintf(format, args...)))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	var cause error
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			cause = err
+			break
+		}
+	}
+	msg := fmt.Sprintf(format, args...)
+	if cause == nil {
+		cause = errors.New(msg)
+	}
+	sentinel := ErrUnavailable
+	if isPebbleCorruption(cause) {
+		sentinel = ErrCorrupt
+	}
+	l.st.fail(newError(sentinel, "storage engine fatal error", cause))
+	l.st.log.Error("archive storage engine fatal error; archive marked unusable", zap.String("message", msg))
+	runtime.Goexit()
+}
+
+// errEnded is the internal result of a guarded call whose goroutine ended
+// without returning (Goexit from Fatalf, or a panic).
+var errEnded = errors.New("archive: storage engine call ended without returning")
+
+// guarded runs fn, a call into Pebble, in its own goroutine and waits at most
+// timeout for it. If the goroutine ends without returning (Pebble's Fatalf,
+// a panic) or the timeout passes, the store is marked unusable and the
+// recorded error is returned promptly; the process keeps running. A mutating
+// call abandoned because ctx ended also marks the store unusable, because its
+// outcome is then unknown; a read waits for its result or the timeout.
+func guarded(ctx context.Context, st *engineState, timeout time.Duration, op string, mutating bool, fn func() error) error {
+	if err := st.err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			cause := errEnded
+			if r := recover(); r != nil {
+				cause = fmt.Errorf("storage engine panic: %v", r)
+			}
+			st.fail(newError(ErrUnavailable, op+" ended without returning", cause))
+			done <- errEnded
+		}()
+		err := fn()
+		returned = true
+		done <- err
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var ctxDone <-chan struct{}
+	if mutating {
+		ctxDone = ctx.Done()
+	}
+	select {
+	case err := <-done:
+		if errors.Is(err, errEnded) {
+			return st.err()
+		}
+		return mapError(op, err)
+	case <-timer.C:
+		err := fmt.Errorf("%w: %s timed out after %s: %w", ErrUnavailable, op, timeout, context.DeadlineExceeded)
+		st.fail(err)
+		st.log.Error("archive storage engine call timed out; archive marked unusable", zap.String("op", op))
+		return err
+	case <-ctxDone:
+		err := fmt.Errorf("%w: %s abandoned: %w", ErrUnavailable, op, context.Cause(ctx))
+		st.fail(err)
+		return err
+	}
+}
+
+// pebbleOptions returns the archive's Pebble options.
+func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool) *pebble.Options {
+	o := &pebble.Options{
+		FS:                 fs,
+		FormatMajorVersion: FormatMajorVersion,
+		MemTableSize:       2 << 20, // each WAL file is preallocated to ~1.1x this
+		MaxOpenFiles:       256,
+		Logger:             pebbleLogger{st: st},
+		EventListener: &pebble.EventListener{
+			DataCorruption:  st.dataCorruption,
+			BackgroundError: st.backgroundError,
+			DiskSlow: func(i pebble.DiskSlowInfo) {
+				st.log.Warn("archive disk slow", zap.Duration("duration", i.Duration))
+			},
+			LowDiskSpace: func(i pebble.LowDiskSpaceInfo) {
+				st.log.Warn("archive low disk space", zap.Uint64("avail_bytes", i.AvailBytes))
+			},
+		},
+	}
+	if fsDefaults {
+		o.WithFSDefaults()
+	}
+	return o
+}

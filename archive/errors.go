@@ -1,0 +1,214 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Errors returned by the archive. Every error from this package wraps exactly
+// one of these sentinels (custody errors additionally wrap ErrCustody), so
+// callers decide with errors.Is or with Classify. Messages never contain a
+// filesystem path or event payload bytes.
+var (
+	// ErrConflict is returned by Accept when the key is already archived with
+	// different bytes. It is permanent for that event.
+	ErrConflict = errors.New("archive: different event bytes already archived under this key")
+	// ErrInvalidRecord is returned by Accept and Fit when the record is not a
+	// verifiable stored event for the key (a caller error, permanent for that
+	// event).
+	ErrInvalidRecord = errors.New("archive: record is not a valid stored event for its key")
+	// ErrCapacity is returned when a record does not fit the remaining quota or
+	// the free-space guard of the filesystem refuses the write.
+	ErrCapacity = errors.New("archive: capacity exhausted")
+	// ErrUnavailable is returned when the archive cannot be used right now:
+	// missing directory, I/O error, timeout, or a store made unusable by a
+	// fatal storage-engine error (Close and Open it again after repair).
+	ErrUnavailable = errors.New("archive: unavailable")
+	// ErrRefused is returned when the filesystem refuses access (permission
+	// denied, operation not permitted, read-only file system).
+	ErrRefused = errors.New("archive: access refused")
+	// ErrBindingChanged is returned when the archive is bound to another
+	// database identity than the one supplied.
+	ErrBindingChanged = errors.New("archive: bound to a different database")
+	// ErrIncompatibleFormat is returned when the archive's format marker or
+	// the storage engine's format version is absent, unknown, too old or too
+	// new.
+	ErrIncompatibleFormat = errors.New("archive: incompatible format")
+	// ErrCorrupt is returned when stored content fails verification: a
+	// checksum, a decode, a key outside the binding, accounting that disagrees
+	// with the records, or storage-engine corruption.
+	ErrCorrupt = errors.New("archive: corrupt content")
+	// ErrClosed is returned by every method of a closed Store or Reader.
+	ErrClosed = errors.New("archive: closed")
+	// ErrNotFound is returned by Inspect when there is no archive.
+	ErrNotFound = errors.New("archive: no archive found")
+	// ErrBusy is returned when another process (or another open in this
+	// process) holds the archive.
+	ErrBusy = errors.New("archive: held by another process")
+	// ErrInvalidCursor is returned when a cursor does not decode.
+	ErrInvalidCursor = errors.New("archive: invalid cursor")
+	// ErrInvalidArgument is returned for out-of-range arguments such as a
+	// page bound outside 1..MaxInspectPages or a non-positive quota.
+	ErrInvalidArgument = errors.New("archive: invalid argument")
+)
+
+// Class is the delivery consequence of an archive error, as in the design's
+// failure rules.
+type Class int
+
+const (
+	// ClassUnavailable: degrade health and retry (missing directory, I/O
+	// error, timeout, busy, closed). It is also the class of unknown errors.
+	ClassUnavailable Class = iota
+	// ClassRefused: known destination refusal; pause before the next claim
+	// (EACCES, EPERM, EROFS, custody violations, unsupported platform).
+	ClassRefused
+	// ClassCapacity: quota or disk space exhausted; pause without spending
+	// attempts.
+	ClassCapacity
+	// ClassStop: changed binding, incompatible format or corrupt content;
+	// stop delivery until an operator investigates.
+	ClassStop
+	// ClassConflict: permanent failure of one event (different bytes under
+	// its key, or an invalid record).
+	ClassConflict
+)
+
+// String returns the lowercase name of the class.
+func (c Class) String() string {
+	switch c {
+	case ClassRefused:
+		return "refused"
+	case ClassCapacity:
+		return "capacity"
+	case ClassStop:
+		return "stop"
+	case ClassConflict:
+		return "conflict"
+	default:
+		return "unavailable"
+	}
+}
+
+// Classify maps an error returned by this package (or an errno from below
+// it) to its Class. The order matters: a conflict or corruption wins over the
+// errno that may accompany it, and ENOSPC wins over the unavailability of a
+// store that a full disk made unusable.
+func Classify(err error) Class {
+	switch {
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrInvalidRecord):
+		return ClassConflict
+	case errors.Is(err, ErrBindingChanged), errors.Is(err, ErrIncompatibleFormat),
+		errors.Is(err, ErrCorrupt), isPebbleCorruption(err):
+		return ClassStop
+	case errors.Is(err, ErrCapacity), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return ClassCapacity
+	case errors.Is(err, ErrRefused), errors.Is(err, ErrCustody), errors.Is(err, ErrUnsupportedPlatform),
+		errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
+		return ClassRefused
+	default:
+		return ClassUnavailable
+	}
+}
+
+// storeError is a sanitized error: its message names the operation and, at
+// most, an errno; it never carries the storage engine's message (which holds
+// paths). It unwraps to its sentinel and its errno so errors.Is works.
+type storeError struct {
+	sentinel error
+	op       string
+	errno    syscall.Errno
+	cause    error // for logs only; never part of Error() nor Unwrap()
+}
+
+func (e *storeError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.sentinel.Error())
+	if e.op != "" {
+		b.WriteString(": ")
+		b.WriteString(e.op)
+	}
+	if e.errno != 0 {
+		b.WriteString(" (")
+		b.WriteString(e.errno.Error())
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func (e *storeError) Unwrap() []error {
+	if e.errno != 0 {
+		return []error{e.sentinel, e.errno}
+	}
+	return []error{e.sentinel}
+}
+
+// newError builds a sanitized error with an explicit sentinel.
+func newError(sentinel error, op string, cause error) error {
+	e := &storeError{sentinel: sentinel, op: op, cause: cause}
+	var errno syscall.Errno
+	if errors.As(cause, &errno) {
+		e.errno = errno
+	}
+	return e
+}
+
+// isPebbleCorruption reports whether err is storage-engine corruption,
+// including the two open-time failures Pebble does not mark as corruption
+// (a table whose size disagrees with the MANIFEST, a missing table).
+func isPebbleCorruption(err error) bool {
+	if err == nil {
+		return false
+	}
+	if pebble.IsCorruptionError(err) {
+		return true
+	}
+	if _, ok := err.(*storeError); ok {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "object size mismatch") ||
+		strings.Contains(msg, "unknown to the objstorage provider") ||
+		strings.Contains(msg, "checksum mismatch") ||
+		strings.Contains(msg, "invalid chunk")
+}
+
+// mapError turns an error from Pebble or the filesystem into a sanitized
+// archive error. Errors already produced by this package pass through.
+func mapError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *storeError
+	if errors.As(err, &se) {
+		return err
+	}
+	for _, s := range []error{ErrConflict, ErrInvalidRecord, ErrCapacity, ErrUnavailable, ErrRefused,
+		ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt, ErrClosed, ErrNotFound, ErrBusy} {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	if errors.Is(err, ErrCustody) || errors.Is(err, ErrUnsupportedPlatform) {
+		return err
+	}
+	switch {
+	case isPebbleCorruption(err):
+		return newError(ErrCorrupt, op, err)
+	case errors.Is(err, syscall.EAGAIN), strings.Contains(err.Error(), "lock held by current process"):
+		return newError(ErrBusy, op, err)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return newError(ErrCapacity, op, err)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
+		return newError(ErrRefused, op, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	default:
+		return newError(ErrUnavailable, op, err)
+	}
+}

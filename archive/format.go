@@ -1,0 +1,227 @@
+package archive
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/riffdb/riffdb/event"
+)
+
+// On-disk layout (see doc.go). Every Pebble key starts with a one-byte
+// prefix: metadata keys with 'm', records with 'r', so records sort apart
+// from metadata and a record scan is the single range ['r', 's').
+const (
+	prefixMeta   = 'm'
+	prefixRecord = 'r'
+)
+
+var (
+	keyFormat     = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
+	keyBinding    = []byte{prefixMeta, 'b', 'i', 'n', 'd', 'i', 'n', 'g'}
+	keyAccounting = []byte{prefixMeta, 'a', 'c', 'c', 'o', 'u', 'n', 't', 'i', 'n', 'g'}
+
+	recordLower = []byte{prefixRecord}
+	recordUpper = []byte{prefixRecord + 1}
+)
+
+// FormatMajorVersion is the Pebble format the archive is created with and the
+// oldest it opens. It is pinned (never pebble.FormatNewest) so that a library
+// upgrade cannot silently ratchet an archive, and it is at least
+// pebble.FormatWALSyncChunks, from which on WAL corruption is detected.
+const FormatMajorVersion = pebble.FormatValueSeparation
+
+// formatMagic and formatVersion make up the archive's own format marker.
+const (
+	formatMagic   = "RIFFARCH"
+	formatVersion = 1
+	// recordVersion is the first byte of every encoded record value.
+	recordVersion = 1
+	// cursorVersion is the first byte of every cursor.
+	cursorVersion = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func checksum(parts ...[]byte) uint32 {
+	var c uint32
+	for _, p := range parts {
+		c = crc32.Update(c, castagnoli, p)
+	}
+	return c
+}
+
+// recordKey returns the Pebble key of an archived event.
+func recordKey(k event.Key) []byte {
+	return k.AppendBinary(append(make([]byte, 0, 1+event.KeyLen), prefixRecord))
+}
+
+// Charge is the quota charge of archiving record under key: the length of the
+// canonical 36-byte key plus the length of the complete encoded value
+// (version, stored event, checksum). The one-byte Pebble key prefix, Pebble's
+// own overhead, allocated blocks and caches are not charged.
+func Charge(key event.Key, record []byte) int64 {
+	_ = key // every key encodes to event.KeyLen bytes
+	return int64(event.KeyLen + encodedValueLen(len(record)))
+}
+
+func encodedValueLen(recordLen int) int { return 1 + recordLen + 4 }
+
+// encodeValue encodes a record: version ‖ stored-event bytes ‖ CRC32C over
+// the canonical key, the version and the stored-event bytes. Covering the key
+// detects a value that ended up under another key.
+func encodeValue(key event.Key, record []byte) []byte {
+	v := make([]byte, 0, encodedValueLen(len(record)))
+	v = append(v, recordVersion)
+	v = append(v, record...)
+	return binary.BigEndian.AppendUint32(v, checksum(key.Bytes(), v))
+}
+
+// decodeValue verifies an encoded value under its canonical key and returns
+// the stored-event bytes (aliasing v) and the decoded, hash-verified event.
+func decodeValue(key event.Key, v []byte) ([]byte, event.Stored, error) {
+	if len(v) < encodedValueLen(0) || v[0] != recordVersion {
+		return nil, event.Stored{}, fmt.Errorf("%w: record %s: bad value header", ErrCorrupt, key.Event)
+	}
+	body := v[:len(v)-4]
+	if binary.BigEndian.Uint32(v[len(v)-4:]) != checksum(key.Bytes(), body) {
+		return nil, event.Stored{}, fmt.Errorf("%w: record %s: checksum mismatch", ErrCorrupt, key.Event)
+	}
+	rec := body[1:]
+	st, err := event.DecodeStored(rec)
+	if err != nil {
+		return nil, event.Stored{}, fmt.Errorf("%w: record %s: stored event does not verify", ErrCorrupt, key.Event)
+	}
+	if st.ID != key.Event {
+		return nil, event.Stored{}, fmt.Errorf("%w: record %s: event identity differs from its key", ErrCorrupt, key.Event)
+	}
+	return rec, st, nil
+}
+
+// encodeMarker encodes the format marker: magic ‖ version(u16) ‖ CRC32C.
+func encodeMarker(version uint16) []byte {
+	b := append([]byte(formatMagic), byte(version>>8), byte(version))
+	return binary.BigEndian.AppendUint32(b, checksum(b))
+}
+
+// decodeMarker returns the format version of a marker value. A foreign magic
+// or an unknown version is ErrIncompatibleFormat; a damaged marker of the
+// known layout is ErrCorrupt.
+func decodeMarker(b []byte) (uint16, error) {
+	const n = len(formatMagic) + 2 + 4
+	if len(b) < len(formatMagic)+2 || string(b[:len(formatMagic)]) != formatMagic {
+		return 0, fmt.Errorf("%w: not an archive format marker", ErrIncompatibleFormat)
+	}
+	v := binary.BigEndian.Uint16(b[len(formatMagic):])
+	if len(b) != n || binary.BigEndian.Uint32(b[n-4:]) != checksum(b[:n-4]) {
+		if v != formatVersion {
+			return 0, fmt.Errorf("%w: archive format version %d", ErrIncompatibleFormat, v)
+		}
+		return 0, fmt.Errorf("%w: format marker checksum", ErrCorrupt)
+	}
+	if v != formatVersion {
+		return 0, fmt.Errorf("%w: archive format version %d (supported: %d)", ErrIncompatibleFormat, v, formatVersion)
+	}
+	return v, nil
+}
+
+// encodeBinding encodes the database binding: id(16) ‖ CRC32C.
+func encodeBinding(id event.DatabaseID) []byte {
+	return binary.BigEndian.AppendUint32(append([]byte(nil), id[:]...), checksum(id[:]))
+}
+
+func decodeBinding(b []byte) (event.DatabaseID, error) {
+	var id event.DatabaseID
+	if len(b) != len(id)+4 || binary.BigEndian.Uint32(b[len(id):]) != checksum(b[:len(id)]) {
+		return id, fmt.Errorf("%w: binding value", ErrCorrupt)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+// accounting is the durable record count and Σ charges.
+type accounting struct {
+	Records      int64
+	EncodedBytes int64
+}
+
+// encodeAccounting encodes count(u64) ‖ bytes(u64) ‖ CRC32C.
+func encodeAccounting(a accounting) []byte {
+	b := make([]byte, 0, 20)
+	b = binary.BigEndian.AppendUint64(b, uint64(a.Records))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.EncodedBytes))
+	return binary.BigEndian.AppendUint32(b, checksum(b))
+}
+
+func decodeAccounting(b []byte) (accounting, error) {
+	if len(b) != 20 || binary.BigEndian.Uint32(b[16:]) != checksum(b[:16]) {
+		return accounting{}, fmt.Errorf("%w: accounting value", ErrCorrupt)
+	}
+	a := accounting{Records: int64(binary.BigEndian.Uint64(b)), EncodedBytes: int64(binary.BigEndian.Uint64(b[8:]))}
+	if a.Records < 0 || a.EncodedBytes < 0 {
+		return accounting{}, fmt.Errorf("%w: accounting value out of range", ErrCorrupt)
+	}
+	return a, nil
+}
+
+// Cursor is an opaque, resumable position of a Reader: the page after it
+// starts with the first record whose key sorts after the cursor's key. A nil
+// or empty cursor means "from the beginning". Its text form (MarshalText) is
+// unpadded base64url, safe for JSON and command lines.
+type Cursor []byte
+
+const cursorLen = 1 + event.KeyLen + 4
+
+func newCursor(k event.Key) Cursor {
+	b := make([]byte, 0, cursorLen)
+	b = append(b, cursorVersion)
+	b = k.AppendBinary(b)
+	return binary.BigEndian.AppendUint32(b, checksum(b))
+}
+
+// key decodes the cursor. ok is false for an empty cursor.
+func (c Cursor) key() (k event.Key, ok bool, err error) {
+	if len(c) == 0 {
+		return event.Key{}, false, nil
+	}
+	if len(c) != cursorLen || c[0] != cursorVersion ||
+		binary.BigEndian.Uint32(c[cursorLen-4:]) != checksum(c[:cursorLen-4]) {
+		return event.Key{}, false, ErrInvalidCursor
+	}
+	k, err = event.DecodeKey(c[1 : 1+event.KeyLen])
+	if err != nil {
+		return event.Key{}, false, ErrInvalidCursor
+	}
+	return k, true, nil
+}
+
+// MarshalText encodes the cursor as unpadded base64url.
+func (c Cursor) MarshalText() ([]byte, error) {
+	out := make([]byte, base64.RawURLEncoding.EncodedLen(len(c)))
+	base64.RawURLEncoding.Encode(out, c)
+	return out, nil
+}
+
+// UnmarshalText decodes and validates a cursor's text form. Empty text is the
+// start cursor. Anything that is not a cursor produced by MarshalText is
+// ErrInvalidCursor.
+func (c *Cursor) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*c = nil
+		return nil
+	}
+	b := make([]byte, base64.RawURLEncoding.DecodedLen(len(text)))
+	n, err := base64.RawURLEncoding.Decode(b, text)
+	if err != nil {
+		return ErrInvalidCursor
+	}
+	cur := Cursor(b[:n])
+	if _, _, err := cur.key(); err != nil {
+		return err
+	}
+	*c = bytes.Clone(cur)
+	return nil
+}

@@ -1,0 +1,189 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+// Page bounds of every validated read: startup validation, Inspect and
+// Reader.ReadPage.
+const (
+	MaxPageRecords = 256
+	MaxPageBytes   = 4 << 20
+)
+
+// Record is one validated archived event.
+type Record struct {
+	// Key is the archive key.
+	Key event.Key
+	// Event is the decoded, hash-verified stored event.
+	Event event.Stored
+	// Charge is the record's quota charge (see Charge).
+	Charge int64
+}
+
+// Page is one bounded page of records in key order.
+type Page struct {
+	// Records holds at most MaxPageRecords records whose charges sum to at
+	// most MaxPageBytes, except that a page always holds at least one record
+	// when any remains.
+	Records []Record
+	// Next resumes after the last record; nil when the scan is complete.
+	Next Cursor
+	// EncodedBytes is Σ Charge over Records.
+	EncodedBytes int64
+}
+
+// Reader is a validated, resumable, paged reader over a consistent snapshot
+// of the archive: records written after NewReader are not seen. Every record
+// it returns has passed the value checksum, the stored-event decode and hash,
+// and the binding check; a record that fails any of them is ErrCorrupt. A
+// Reader is safe for concurrent use but reads one page at a time. Close it
+// before closing the store (Store.Close closes open readers).
+type Reader struct {
+	c     *core
+	store *Store // nil for an inspection
+
+	mu   sync.Mutex
+	snap *pebble.Snapshot
+	err  error
+}
+
+// NewReader returns a Reader over a snapshot taken now. If the store is
+// closed or unusable, every ReadPage of the Reader returns that error.
+func (s *Store) NewReader() *Reader {
+	if err := s.usable(); err != nil {
+		return &Reader{c: &s.core, err: err}
+	}
+	r := s.core.newReader()
+	r.store = s
+	s.readersMu.Lock()
+	s.readers[r] = struct{}{}
+	s.readersMu.Unlock()
+	return r
+}
+
+func (c *core) newReader() *Reader {
+	r := &Reader{c: c}
+	if err := c.st.err(); err != nil {
+		r.err = err
+		return r
+	}
+	r.snap = c.db.NewSnapshot()
+	return r
+}
+
+// Close releases the snapshot. Further ReadPage calls return ErrClosed.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.store != nil {
+		r.store.readersMu.Lock()
+		delete(r.store.readers, r)
+		r.store.readersMu.Unlock()
+	}
+	if r.snap == nil {
+		if r.err == nil {
+			r.err = ErrClosed
+		}
+		return nil
+	}
+	snap := r.snap
+	r.snap, r.err = nil, ErrClosed
+	return mapError("closing a reader", snap.Close())
+}
+
+// ReadPage returns the page of records after the cursor (nil: from the
+// start): at most MaxPageRecords records and MaxPageBytes of charges, at
+// least one record when any remains. Page.Next is nil at the end.
+func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return Page{}, r.err
+	}
+	if err := context.Cause(ctx); err != nil {
+		return Page{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	k, ok, err := after.key()
+	if err != nil {
+		return Page{}, err
+	}
+	lower := recordLower
+	if ok {
+		lower = append(recordKey(k), 0) // the immediate successor of the cursor's key
+	}
+	var page Page
+	var pageErr error
+	err = guarded(ctx, r.c.st, r.c.timeout, "reading a page", false, func() error {
+		it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: recordUpper})
+		if err != nil {
+			return err
+		}
+		page, pageErr = r.fill(it)
+		return it.Close()
+	})
+	if pageErr != nil {
+		err = pageErr
+	}
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			r.c.st.fail(err)
+		}
+		return Page{}, err
+	}
+	return page, nil
+}
+
+// fill reads one page from a positioned-at-nothing iterator.
+func (r *Reader) fill(it *pebble.Iterator) (Page, error) {
+	var p Page
+	var last event.Key
+	more := false
+	for valid := it.First(); valid; valid = it.Next() {
+		if len(p.Records) == MaxPageRecords {
+			more = true
+			break
+		}
+		raw := it.Key()
+		if len(raw) != 1+event.KeyLen {
+			return Page{}, fmt.Errorf("%w: record key of %d bytes", ErrCorrupt, len(raw))
+		}
+		k, err := event.DecodeKey(raw[1:])
+		if err != nil {
+			return Page{}, fmt.Errorf("%w: record key", ErrCorrupt)
+		}
+		if k.Database != r.c.binding {
+			return Page{}, fmt.Errorf("%w: record %s belongs to database %s", ErrCorrupt, k.Event, k.Database)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return Page{}, err
+		}
+		charge := int64(event.KeyLen + len(v))
+		if len(p.Records) > 0 && p.EncodedBytes+charge > MaxPageBytes {
+			more = true
+			break
+		}
+		_, st, err := decodeValue(k, v)
+		if err != nil {
+			return Page{}, err
+		}
+		p.Records = append(p.Records, Record{Key: k, Event: st, Charge: charge})
+		p.EncodedBytes += charge
+		last = k
+	}
+	if err := it.Error(); err != nil {
+		return Page{}, err
+	}
+	if more {
+		p.Next = newCursor(last)
+	}
+	return p, nil
+}
