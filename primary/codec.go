@@ -217,7 +217,9 @@ func encodeHistory(h historyRecord) []byte {
 	return binary.BigEndian.AppendUint32(b, h.Events)
 }
 
-func historyLen(h historyRecord) int { return 1 + 8 + 8 + 8 + 2 + len(h.PlanID) + 2 + len(h.IdemKey) + 32 + 4 }
+func historyLen(h historyRecord) int {
+	return 1 + 8 + 8 + 8 + 2 + len(h.PlanID) + 2 + len(h.IdemKey) + 32 + 4
+}
 
 func decodeHistory(v []byte) (historyRecord, error) {
 	r := reader{b: v}
