@@ -1,0 +1,97 @@
+package capability
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Sentinel errors.
+var (
+	// ErrUnauthenticated is returned by Authenticate for a token that is
+	// malformed, unknown or revoked. Callers map it to HTTP 401 and must not
+	// tell the three cases apart to the client.
+	ErrUnauthenticated = errors.New("capability: unauthenticated")
+	// ErrNotFound is returned by Revoke when no capability has the id.
+	ErrNotFound = errors.New("capability: not found")
+	// ErrInvalid is returned for an unknown permission, an empty permission
+	// list, or a malformed name, database alias or id.
+	ErrInvalid = errors.New("capability: invalid")
+	// ErrCorrupt is returned when the credential store cannot be read as a
+	// valid store: an unparsable store file, a missing or malformed key file,
+	// or a store file missing while its key exists.
+	ErrCorrupt = errors.New("capability: credential store is corrupt")
+	// ErrInsecure is returned when the credential directory or one of its
+	// files is not private: wrong type, mode or owner, or a symbolic link.
+	ErrInsecure = errors.New("capability: credential store is not private")
+)
+
+// Permission is one thing a capability may allow.
+type Permission string
+
+// Permissions.
+const (
+	// ExecuteCommands allows running compiled commands against a database.
+	ExecuteCommands Permission = "execute_commands"
+	// ReadStatistics allows reading the stats endpoint (a global requirement).
+	ReadStatistics Permission = "read_statistics"
+	// ReadHealth allows reading the health endpoint (a global requirement).
+	ReadHealth Permission = "read_health"
+	// ManageCapabilities allows creating, listing and revoking capabilities.
+	ManageCapabilities Permission = "manage_capabilities"
+)
+
+// allPermissions lists every permission, in canonical order.
+var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities}
+
+// AllPermissions returns every known permission, in canonical order.
+func AllPermissions() []Permission { return slices.Clone(allPermissions) }
+
+// ParsePermission returns the permission named s, or an error wrapping
+// ErrInvalid that lists the known permissions.
+func ParsePermission(s string) (Permission, error) {
+	p := Permission(s)
+	if slices.Contains(allPermissions, p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: unknown permission %q (known: execute_commands, read_statistics, read_health, manage_capabilities)",
+		ErrInvalid, truncate(s, 64))
+}
+
+// Capability is the stored description of one token. It never holds the
+// token itself.
+type Capability struct {
+	// ID is a short random hex identifier, used to list and revoke.
+	ID string `json:"id"`
+	// Name is an operator-chosen label; it may be empty.
+	Name string `json:"name"`
+	// Permissions are the granted permissions, deduplicated, in canonical
+	// order.
+	Permissions []Permission `json:"permissions"`
+	// Database is the alias the capability is scoped to, or "" for a global
+	// capability.
+	Database string `json:"database"`
+	// CreatedAt is when the capability was created.
+	CreatedAt time.Time `json:"created_at"`
+	// Revoked reports whether the capability has been revoked.
+	Revoked bool `json:"revoked"`
+}
+
+// Allows reports whether c grants permission p for database. database ""
+// is a global requirement, satisfied only by a global capability; otherwise
+// a global capability or one scoped to that database satisfies it. A revoked
+// capability allows nothing.
+func (c Capability) Allows(p Permission, database string) bool {
+	if c.Revoked || !slices.Contains(c.Permissions, p) {
+		return false
+	}
+	return c.Database == "" || (database != "" && c.Database == database)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
