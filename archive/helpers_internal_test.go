@@ -84,7 +84,7 @@ func mustAccept(t testing.TB, s *Store, k event.Key, r []byte, want Outcome) {
 // editStore opens the closed store directly with Pebble and applies fn.
 func editStore(t testing.TB, fs vfs.FS, fn func(db *pebble.DB)) {
 	t.Helper()
-	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: FormatMajorVersion})
+	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: FormatMajorVersion, Logger: silentPebbleLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,3 +161,10 @@ func sameFiles(a, b map[string][]byte) error {
 func isClass(err error, c Class) bool { return err != nil && Classify(err) == c }
 
 var _ = errors.Is
+
+// silentPebbleLogger silences Pebble's informational logs in direct test opens.
+type silentPebbleLogger struct{}
+
+func (silentPebbleLogger) Infof(string, ...any)            {}
+func (silentPebbleLogger) Errorf(string, ...any)           {}
+func (silentPebbleLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

@@ -221,10 +221,26 @@ func (s *Store) open(ctx context.Context, exists bool, database event.DatabaseID
 		if err != nil {
 			return mapError("reading the storage engine format", err)
 		}
-		if !desc.Exists {
-			// No MANIFEST marker: Pebble never finished creating the store, so
-			// no record can exist. Finish the creation (a crash during the
-			// first start must not leave an archive that refuses to open).
+		if !desc.Exists || desc.FormatMajorVersion == pebble.FormatDefault {
+			// No MANIFEST or no format-version marker: Pebble never finished
+			// creating the store (it writes both before Open returns), so no
+			// record can exist. Finish the creation: a crash during the first
+			// start must not leave an archive that refuses to open. initMeta
+			// still refuses a store that holds any key but no archive marker.
+			create = true
+			s.log.Warn("archive store creation was interrupted; creating it again")
+		} else if desc.FormatMajorVersion >= pebble.FormatMinSupported && desc.FormatMajorVersion < FormatMajorVersion {
+			// Pebble creates a store at its minimum format and ratchets it
+			// step by step; a crash during the first start can leave it
+			// anywhere in between. Only an empty store is such a leftover.
+			empty, err := s.emptyAtVersion(ctx, desc.FormatMajorVersion)
+			if err != nil {
+				return err
+			}
+			if !empty {
+				return fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
+					ErrIncompatibleFormat, desc.FormatMajorVersion, FormatMajorVersion, pebble.FormatNewest)
+			}
 			create = true
 			s.log.Warn("archive store creation was interrupted; creating it again")
 		} else if desc.FormatMajorVersion < FormatMajorVersion || desc.FormatMajorVersion > pebble.FormatNewest {
@@ -256,6 +272,32 @@ func (s *Store) open(ctx context.Context, exists bool, database event.DatabaseID
 		return err
 	}
 	return nil
+}
+
+// emptyAtVersion opens the store at its own (older) format, without
+// ratcheting it, and reports whether it holds no key at all.
+func (s *Store) emptyAtVersion(ctx context.Context, v pebble.FormatMajorVersion) (bool, error) {
+	o := pebbleOptions(s.st, s.fs, s.realFS)
+	o.FormatMajorVersion, o.ErrorIfNotExists = v, true
+	var empty bool
+	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
+		db, err := pebble.Open(s.storeDir, o)
+		if err != nil {
+			return err
+		}
+		it, err := db.NewIter(nil)
+		if err != nil {
+			_ = db.Close()
+			return err
+		}
+		empty = !it.First()
+		err = it.Close()
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	return empty, err
 }
 
 // initMeta reads (or, on a store without any key, writes) the format

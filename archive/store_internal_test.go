@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -27,7 +28,7 @@ func TestAcceptStoredDuplicateConflict(t *testing.T) {
 		t.Fatalf("conflicting Accept: %v", err)
 	}
 	assertNoPath(t, err)
-	if got := string(err.Error()); contains(got, `{"a":2}`) || contains(got, `{"a":1}`) {
+	if got := string(err.Error()); strings.Contains(got, `{"a":2}`) || strings.Contains(got, `{"a":1}`) {
 		t.Fatalf("error leaks payload: %q", got)
 	}
 
@@ -54,16 +55,6 @@ func TestAcceptStoredDuplicateConflict(t *testing.T) {
 	mustAccept(t, s2, k, r, Duplicate)
 }
 
-func contains(s, sub string) bool { return len(sub) > 0 && len(s) >= len(sub) && indexOf(s, sub) >= 0 }
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
-}
 
 func TestChargeIsKeyPlusEncodedValue(t *testing.T) {
 	t.Parallel()
@@ -163,36 +154,36 @@ func TestStartupValidationCatchesTampering(t *testing.T) {
 		want error
 	}{
 		{"edited accounting", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
-			set(t, db, keyAccounting, encodeAccounting(accounting{Records: 3, EncodedBytes: 3*Charge(k, r) + 1}))
+			setKey(t, db, keyAccounting, encodeAccounting(accounting{Records: 3, EncodedBytes: 3*Charge(k, r) + 1}))
 		}, ErrCorrupt},
 		{"accounting checksum", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
 			v := encodeAccounting(accounting{Records: 3, EncodedBytes: 3 * Charge(k, r)})
 			v[0] ^= 1
-			set(t, db, keyAccounting, v)
+			setKey(t, db, keyAccounting, v)
 		}, ErrCorrupt},
 		{"flipped record byte", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
 			v := encodeValue(k, r)
 			v[10] ^= 0x04
-			set(t, db, recordKey(k), v)
+			setKey(t, db, recordKey(k), v)
 		}, ErrCorrupt},
 		{"record of another database", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
 			k.Database[15] ^= 1
-			set(t, db, recordKey(k), encodeValue(k, r))
-			set(t, db, keyAccounting, encodeAccounting(accounting{Records: 4, EncodedBytes: 4 * Charge(k, r)}))
+			setKey(t, db, recordKey(k), encodeValue(k, r))
+			setKey(t, db, keyAccounting, encodeAccounting(accounting{Records: 4, EncodedBytes: 4 * Charge(k, r)}))
 		}, ErrCorrupt},
 		{"unknown metadata key", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
-			set(t, db, []byte("mextra"), []byte("x"))
+			setKey(t, db, []byte("mextra"), []byte("x"))
 		}, ErrCorrupt},
 		{"changed binding", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
 			other := testDatabase
 			other[0] ^= 1
-			set(t, db, keyBinding, encodeBinding(other))
+			setKey(t, db, keyBinding, encodeBinding(other))
 		}, ErrBindingChanged},
 		{"foreign marker", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
-			set(t, db, keyFormat, []byte("SOMEONE-ELSE"))
+			setKey(t, db, keyFormat, []byte("SOMEONE-ELSE"))
 		}, ErrIncompatibleFormat},
 		{"future marker version", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
-			set(t, db, keyFormat, encodeMarker(2))
+			setKey(t, db, keyFormat, encodeMarker(2))
 		}, ErrIncompatibleFormat},
 		{"absent marker", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
 			if err := db.Delete(keyFormat, pebble.Sync); err != nil {
@@ -228,7 +219,7 @@ func TestStartupValidationCatchesTampering(t *testing.T) {
 	}
 }
 
-func set(t *testing.T, db *pebble.DB, k, v []byte) {
+func setKey(t *testing.T, db *pebble.DB, k, v []byte) {
 	t.Helper()
 	if err := db.Set(k, v, pebble.Sync); err != nil {
 		t.Fatal(err)
@@ -238,16 +229,22 @@ func set(t *testing.T, db *pebble.DB, k, v []byte) {
 func TestOpenRefusesOldEngineFormat(t *testing.T) {
 	t.Parallel()
 	fs := newMemFS(t, false)
-	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatMinSupported})
+	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatMinSupported, Logger: silentPebbleLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	setKey(t, db, keyFormat, encodeMarker(formatVersion)) // not a leftover of an interrupted creation
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(context.Background(), testDir, testOptions(t, fs))
 	if !errors.Is(err, ErrIncompatibleFormat) {
 		t.Fatalf("Open of a format-%d store: %v", pebble.FormatMinSupported, err)
+	}
+	// It was not ratcheted.
+	desc, err := pebble.Peek(fs.PathJoin(testDir, StoreDirName), fs)
+	if err != nil || desc.FormatMajorVersion != pebble.FormatMinSupported {
+		t.Fatalf("format after refused open: %v, %v", desc, err)
 	}
 }
 
