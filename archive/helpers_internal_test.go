@@ -165,6 +165,6 @@ var _ = errors.Is
 // silentPebbleLogger silences Pebble's informational logs in direct test opens.
 type silentPebbleLogger struct{}
 
-func (silentPebbleLogger) Infof(string, ...any)            {}
-func (silentPebbleLogger) Errorf(string, ...any)           {}
+func (silentPebbleLogger) Infof(string, ...any)           {}
+func (silentPebbleLogger) Errorf(string, ...any)          {}
 func (silentPebbleLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

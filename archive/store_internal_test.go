@@ -55,7 +55,6 @@ func TestAcceptStoredDuplicateConflict(t *testing.T) {
 	mustAccept(t, s2, k, r, Duplicate)
 }
 
-
 func TestChargeIsKeyPlusEncodedValue(t *testing.T) {
 	t.Parallel()
 	k, r := rec(t, testDatabase, 1, 0, "payload")
