@@ -1,0 +1,398 @@
+//go:build linux
+
+package archive
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// StoreDirName is the only entry allowed in the configured outbox directory.
+const StoreDirName = "archive.pebble"
+
+// ErrCustody marks every custody violation (symlink, owner, mode, extra entry,
+// link count, file type). The outbox worker classifies it as destination
+// refusal. Messages wrapping it name what is wrong but never a path or a file
+// name.
+var ErrCustody = errors.New("archive: custody violation")
+
+// ErrUnsupportedPlatform is returned by everything on a non-Linux platform.
+var ErrUnsupportedPlatform = errors.New("archive: this implementation requires Linux")
+
+const (
+	dirMode  = 0o700 // the outbox directory and the store directory
+	fileMode = 0o600 // every file in the store
+)
+
+// custodyErr returns an error wrapping ErrCustody with a path-free reason.
+func custodyErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCustody}, args...)...)
+}
+
+// openDirAt opens name below the directory fd at with O_NOFOLLOW|O_DIRECTORY.
+// what names the directory in errors ("a component of the archive directory").
+// A symbolic link or a non-directory is a custody violation; a missing entry
+// wraps os.ErrNotExist and a permission failure wraps its errno.
+func openDirAt(at int, name, what string) (int, error) {
+	for {
+		fd, err := unix.Openat(at, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			return fd, nil
+		}
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+			var st unix.Stat_t
+			if serr := unix.Fstatat(at, name, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return -1, custodyErr("%s is a symbolic link", what)
+			}
+			return -1, custodyErr("%s is not a directory", what)
+		case errors.Is(err, unix.ENOENT):
+			return -1, fmt.Errorf("archive: %s does not exist: %w", what, err)
+		default:
+			return -1, fmt.Errorf("archive: cannot open %s: %w", what, err)
+		}
+	}
+}
+
+// readNames lists the directory open at fd. It takes ownership of fd and
+// closes it.
+func readNames(fd int, what string) ([]string, error) {
+	// The *os.File owns fd from here on: it is closed exactly once, by Close.
+	f := os.NewFile(uintptr(fd), what)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return nil, fmt.Errorf("archive: cannot list %s: %w", what, errno)
+		}
+		return nil, fmt.Errorf("archive: cannot list %s", what)
+	}
+	return names, nil
+}
+
+// checkDir verifies the owner and mode of an open directory.
+func checkDir(fd int, what string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("archive: cannot stat %s: %w", what, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return custodyErr("%s is not a directory", what)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return custodyErr("%s is owned by uid %d, not by the server's effective uid %d", what, st.Uid, os.Geteuid())
+	}
+	if m := st.Mode & 0o7777; m != dirMode {
+		return custodyErr("%s mode is %04o; it must be 0700", what, m)
+	}
+	return nil
+}
+
+// checkStoreFile verifies one entry of the store directory from its lstat.
+func checkStoreFile(st *unix.Stat_t) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFLNK:
+		return custodyErr("the store holds a symbolic link")
+	case unix.S_IFDIR:
+		return custodyErr("the store holds a directory")
+	default:
+		return custodyErr("the store holds an entry that is not a regular file")
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return custodyErr("a store file is owned by uid %d, not by the server's effective uid %d", st.Uid, os.Geteuid())
+	}
+	if m := st.Mode & 0o7777; m != fileMode {
+		return custodyErr("a store file has mode %04o; it must be 0600", m)
+	}
+	if st.Nlink != 1 {
+		return custodyErr("a store file has %d hard links", st.Nlink)
+	}
+	return nil
+}
+
+// Audit checks the configured directory dir and, if present, the store
+// directory inside it. It reports whether the store directory exists.
+//
+// Every component of dir is opened from "/" with O_NOFOLLOW|O_DIRECTORY, so a
+// symbolic link anywhere in the path is refused. dir must be owned by the
+// effective uid with mode 0700 and hold nothing but StoreDirName, which must be
+// a real directory, owned by the effective uid, mode 0700, whose entries are
+// all regular files with mode 0600, owned by the effective uid, with exactly
+// one hard link.
+//
+// Audit opens no file inside the store (only directories, and fstatat with
+// AT_SYMLINK_NOFOLLOW on the directory fd), because closing any fd on Pebble's
+// LOCK drops its lock; it is therefore safe while the store is open. Files
+// that disappear during the audit (Pebble deletes obsolete files) are skipped.
+//
+// Violations wrap ErrCustody; a missing directory wraps os.ErrNotExist; a
+// permission failure wraps its errno. No message contains a path.
+func Audit(dir string) (storeExists bool, err error) {
+	if !filepath.IsAbs(dir) {
+		return false, custodyErr("the archive directory must be an absolute path")
+	}
+	fd, err := openDirAt(unix.AT_FDCWD, "/", "the root directory")
+	if err != nil {
+		return false, err
+	}
+	defer func() { unix.Close(fd) }()
+	comps := strings.Split(filepath.Clean(dir), "/")
+	for i, c := range comps {
+		if c == "" {
+			continue
+		}
+		what := "a component of the archive directory"
+		if i == len(comps)-1 {
+			what = "the archive directory"
+		}
+		next, err := openDirAt(fd, c, what)
+		if err != nil {
+			return false, err
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	if err := checkDir(fd, "the archive directory"); err != nil {
+		return false, err
+	}
+	listFd, err := unix.Dup(fd)
+	if err != nil {
+		return false, fmt.Errorf("archive: cannot list the archive directory: %w", err)
+	}
+	unix.CloseOnExec(listFd)
+	names, err := readNames(listFd, "the archive directory")
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		if n != StoreDirName {
+			return false, custodyErr("the archive directory holds an entry other than %s", StoreDirName)
+		}
+	}
+	if len(names) == 0 {
+		return false, nil
+	}
+	sfd, err := openDirAt(fd, StoreDirName, "the store directory")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) { // removed between listing and open
+			return false, nil
+		}
+		return false, err
+	}
+	if err := checkDir(sfd, "the store directory"); err != nil {
+		unix.Close(sfd)
+		return true, err
+	}
+	listFd, err = unix.Dup(sfd)
+	if err != nil {
+		unix.Close(sfd)
+		return true, fmt.Errorf("archive: cannot list the store directory: %w", err)
+	}
+	unix.CloseOnExec(listFd)
+	defer unix.Close(sfd)
+	names, err = readNames(listFd, "the store directory")
+	if err != nil {
+		return true, err
+	}
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(sfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return true, fmt.Errorf("archive: cannot stat a store file: %w", err)
+		}
+		if err := checkStoreFile(&st); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// allocatedBytes sums st_blocks*512 over the store directory's entries via
+// fstatat on one directory fd (entries removed concurrently are skipped). It
+// never opens a store file, so it is safe while the store is open.
+func allocatedBytes(storeDir string) (int64, error) {
+	fd, err := openDirAt(unix.AT_FDCWD, storeDir, "the store directory")
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	listFd, err := unix.Dup(fd)
+	if err != nil {
+		return 0, fmt.Errorf("archive: cannot list the store directory: %w", err)
+	}
+	unix.CloseOnExec(listFd)
+	names, err := readNames(listFd, "the store directory")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return 0, fmt.Errorf("archive: cannot stat a store file: %w", err)
+		}
+		total += st.Blocks * 512
+	}
+	return total, nil
+}
+
+// custodyFS is the vfs.FS wrapper returned by newCustodyFS.
+type custodyFS struct {
+	vfs.FS
+	// osBacked is true when the wrapped FS is the operating system's, so that
+	// paths name real files (Lock's chmod is by path).
+	osBacked bool
+}
+
+// newCustodyFS wraps fs so that every file Pebble creates or opens is verified
+// on the exact fd it will use (fchmod 0600 on create; fstat: regular,
+// nlink==1, uid==euid, mode&077==0, same dev/ino as lstat(path)), directories
+// are created 0700, Lock chmods LOCK to 0600 by path (never opening a second
+// fd on it), and Link is refused so that Checkpoint copies. Files without a
+// real fd (MemFS) are not checked.
+//
+// Files are created by the wrapped FS with mode 0666&^umask and fchmodded
+// right after, so an Audit running at that instant can see a group- or
+// world-readable file unless the process umask is 077.
+func newCustodyFS(fs vfs.FS) vfs.FS {
+	return custodyFS{FS: fs, osBacked: vfs.Root(fs) == vfs.Default}
+}
+
+// Create implements vfs.FS.
+func (c custodyFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := c.FS.Create(name, cat)
+	return verifyOpened(f, err, name, true)
+}
+
+// OpenReadWrite implements vfs.FS.
+func (c custodyFS) OpenReadWrite(name string, cat vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := c.FS.OpenReadWrite(name, cat, opts...)
+	return verifyOpened(f, err, name, true)
+}
+
+// ReuseForWrite implements vfs.FS.
+func (c custodyFS) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := c.FS.ReuseForWrite(oldname, newname, cat)
+	return verifyOpened(f, err, newname, true)
+}
+
+// Open implements vfs.FS.
+func (c custodyFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := c.FS.Open(name, opts...)
+	return verifyOpened(f, err, name, false)
+}
+
+// Link implements vfs.FS by refusing: a second hard link would break the
+// single-link custody rule. The error is not a permission or existence error,
+// so vfs.LinkOrCopy falls back to copying.
+func (c custodyFS) Link(_, _ string) error {
+	return custodyErr("hard links are refused in the archive store")
+}
+
+// MkdirAll implements vfs.FS, creating every missing directory with mode 0700.
+func (c custodyFS) MkdirAll(dir string, _ os.FileMode) error {
+	return c.FS.MkdirAll(dir, dirMode)
+}
+
+// Lock implements vfs.FS. After taking the lock it verifies LOCK by lstat and
+// chmods it to 0600 by path: opening and closing another fd on LOCK would
+// release the fcntl lock.
+func (c custodyFS) Lock(name string) (io.Closer, error) {
+	l, err := c.FS.Lock(name)
+	if err != nil || !c.osBacked {
+		return l, err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(name, &st); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("archive: cannot stat the store lock file: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		l.Close()
+		return nil, custodyErr("the store lock file is not a regular file")
+	}
+	if st.Nlink != 1 {
+		l.Close()
+		return nil, custodyErr("a store file has %d hard links", st.Nlink)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		l.Close()
+		return nil, custodyErr("a store file is owned by uid %d, not by the server's effective uid %d", st.Uid, os.Geteuid())
+	}
+	if st.Mode&0o7777 != fileMode {
+		if err := unix.Chmod(name, fileMode); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("archive: cannot make the store lock file private: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// Unwrap implements vfs.FS.
+func (c custodyFS) Unwrap() vfs.FS { return c.FS }
+
+// verifyOpened checks the file Pebble is about to use and closes it on
+// failure.
+func verifyOpened(f vfs.File, err error, path string, created bool) (vfs.File, error) {
+	if err != nil {
+		return f, err
+	}
+	if err := verifyFd(f, path, created); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// verifyFd checks the exact fd Pebble will use: with fix, it first fchmods the
+// file to 0600; then the file must be regular, have one hard link, belong to
+// the effective uid, have no group or other permission bits, and be the file
+// that lstat(path) names (so a symbolic link at path is refused).
+func verifyFd(f vfs.File, path string, fix bool) error {
+	fd := f.Fd()
+	if fd == vfs.InvalidFd {
+		return nil
+	}
+	if fix {
+		if err := unix.Fchmod(int(fd), fileMode); err != nil {
+			return fmt.Errorf("archive: cannot make a store file private: %w", err)
+		}
+	}
+	var st, lst unix.Stat_t
+	if err := unix.Fstat(int(fd), &st); err != nil {
+		return fmt.Errorf("archive: cannot stat a store file: %w", err)
+	}
+	if err := unix.Lstat(path, &lst); err != nil {
+		return fmt.Errorf("archive: cannot stat a store file: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || lst.Mode&unix.S_IFMT != unix.S_IFREG ||
+		st.Dev != lst.Dev || st.Ino != lst.Ino {
+		return custodyErr("a store file is not a plain regular file")
+	}
+	if st.Nlink != 1 {
+		return custodyErr("a store file has %d hard links", st.Nlink)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return custodyErr("a store file is owned by uid %d, not by the server's effective uid %d", st.Uid, os.Geteuid())
+	}
+	if m := st.Mode & 0o7777; m&0o077 != 0 {
+		return custodyErr("a store file has mode %04o; it must be 0600", m)
+	}
+	return nil
+}

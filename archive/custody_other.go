@@ -1,0 +1,35 @@
+//go:build !linux
+
+package archive
+
+import (
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// StoreDirName is the only entry allowed in the configured outbox directory.
+const StoreDirName = "archive.pebble"
+
+// ErrCustody marks every custody violation (symlink, owner, mode, extra entry,
+// link count, file type). The outbox worker classifies it as destination
+// refusal. Messages wrapping it name what is wrong but never a path or a file
+// name.
+var ErrCustody = errors.New("archive: custody violation")
+
+// ErrUnsupportedPlatform is returned by everything on a non-Linux platform.
+var ErrUnsupportedPlatform = errors.New("archive: this implementation requires Linux")
+
+// Audit always fails with ErrUnsupportedPlatform: custody checks need Linux.
+func Audit(dir string) (storeExists bool, err error) {
+	return false, ErrUnsupportedPlatform
+}
+
+// newCustodyFS returns fs unchanged: the archive refuses non-Linux platforms
+// before it opens a store.
+func newCustodyFS(fs vfs.FS) vfs.FS { return fs }
+
+// allocatedBytes always fails with ErrUnsupportedPlatform.
+func allocatedBytes(storeDir string) (int64, error) {
+	return 0, ErrUnsupportedPlatform
+}
