@@ -1,0 +1,166 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+// inspectSetup creates a closed store with n records on a MemFS.
+func inspectSetup(t *testing.T, n int) *vfs.MemFS {
+	t.Helper()
+	fs := newMemFS(t, false)
+	s := mustOpen(t, testOptions(t, fs))
+	fillStore(t, s, n, "payload")
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func TestInspectVerifiedIsReadOnly(t *testing.T) {
+	t.Parallel()
+	fs := inspectSetup(t, 300)
+	before := snapshotFiles(t, fs, testDir)
+	rep, err := inspect(context.Background(), testDir, testDatabase, 2, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, r := rec(t, testDatabase, 1, 0, "payload")
+	want := InspectReport{
+		Format: "riffarch/1 pebble/24", DatabaseBinding: testDatabase.String(),
+		RecordCount: 300, EncodedBytes: 300 * Charge(k, r), ScannedRecords: 300, ScannedBytes: 300 * Charge(k, r),
+		AllocatedBytes: rep.AllocatedBytes, PagesExamined: 2, Integrity: IntegrityVerified,
+	}
+	if rep != want || rep.AllocatedBytes <= 0 {
+		t.Fatalf("report %+v\nwant   %+v", rep, want)
+	}
+	if err := sameFiles(before, snapshotFiles(t, fs, testDir)); err != nil {
+		t.Fatalf("inspect changed the archive: %v", err)
+	}
+}
+
+func TestInspectIncomplete(t *testing.T) {
+	t.Parallel()
+	fs := inspectSetup(t, 300)
+	rep, err := inspect(context.Background(), testDir, testDatabase, 1, fs)
+	if err != nil || rep.Integrity != IntegrityIncomplete || rep.PagesExamined != 1 || rep.ScannedRecords != 256 || rep.RecordCount != 300 {
+		t.Fatalf("report %+v, %v", rep, err)
+	}
+}
+
+func TestInspectMismatchAndCorrupt(t *testing.T) {
+	t.Parallel()
+	k, r := rec(t, testDatabase, 5, 0, "payload")
+	cases := []struct {
+		name string
+		edit func(t *testing.T, fs *vfs.MemFS)
+		want string
+	}{
+		{"accounting disagrees", func(t *testing.T, fs *vfs.MemFS) {
+			editStore(t, fs, func(db *pebble.DB) {
+				setKey(t, db, keyAccounting, encodeAccounting(accounting{Records: 11, EncodedBytes: 11 * Charge(k, r)}))
+			})
+		}, IntegrityMismatch},
+		{"record deleted", func(t *testing.T, fs *vfs.MemFS) {
+			editStore(t, fs, func(db *pebble.DB) {
+				if err := db.Delete(recordKey(k), pebble.Sync); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, IntegrityMismatch},
+		{"flipped record byte", func(t *testing.T, fs *vfs.MemFS) {
+			editStore(t, fs, func(db *pebble.DB) {
+				v := encodeValue(k, r)
+				v[len(v)-1] ^= 1
+				setKey(t, db, recordKey(k), v)
+			})
+		}, IntegrityCorrupt},
+		{"flipped sstable byte", func(t *testing.T, fs *vfs.MemFS) {
+			flipSSTByte(t, fs)
+		}, IntegrityCorrupt},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fs := inspectSetup(t, 10)
+			tc.edit(t, fs)
+			rep, err := inspect(context.Background(), testDir, testDatabase, 4, fs)
+			if err != nil || rep.Integrity != tc.want {
+				t.Fatalf("report %+v, %v; want %s", rep, err, tc.want)
+			}
+		})
+	}
+}
+
+// flipSSTByte flips a byte in the middle of the first sstable.
+func flipSSTByte(t *testing.T, fs *vfs.MemFS) {
+	t.Helper()
+	dir := fs.PathJoin(testDir, StoreDirName)
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".sst") {
+			continue
+		}
+		buf, err := fs.UnsafeGetFileDataBuffer(fs.PathJoin(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf[len(buf)/3] ^= 0x10
+		return
+	}
+	t.Fatal("no sstable")
+}
+
+func TestInspectRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	empty := newMemFS(t, false)
+	if _, err := inspect(ctx, testDir, testDatabase, 1, empty); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("empty directory: %v", err)
+	}
+	if names, _ := empty.List(testDir); len(names) != 0 {
+		t.Fatalf("inspect created %v", names)
+	}
+	missing := vfs.NewMem()
+	if _, err := inspect(ctx, testDir, testDatabase, 1, missing); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing directory: %v", err)
+	}
+	if _, err := missing.Stat(testDir); err == nil {
+		t.Fatal("inspect created the directory")
+	}
+
+	fs := inspectSetup(t, 3)
+	other := event.DatabaseID{0xff}
+	rep, err := inspect(ctx, testDir, other, 1, fs)
+	if !errors.Is(err, ErrBindingChanged) || rep.DatabaseBinding != testDatabase.String() {
+		t.Fatalf("other database: %+v, %v", rep, err)
+	}
+	for _, n := range []int{0, 257} {
+		if _, err := inspect(ctx, testDir, testDatabase, n, fs); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("max pages %d: %v", n, err)
+		}
+	}
+	// While a server holds the archive, inspection is refused.
+	s := mustOpen(t, testOptions(t, fs))
+	if _, err := inspect(ctx, testDir, testDatabase, 1, fs); !errors.Is(err, ErrBusy) {
+		t.Fatalf("held archive: %v", err)
+	}
+	_ = s.Close()
+	if rep, err := inspect(ctx, testDir, testDatabase, 1, fs); err != nil || rep.Integrity != IntegrityVerified {
+		t.Fatalf("after release: %+v, %v", rep, err)
+	}
+}
