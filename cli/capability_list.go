@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	register(func(_, _, capabilityGroup, _ *cobra.Command) { capabilityGroup.AddCommand(newCapabilityListCommand()) })
+}
+
+// capabilityListResult is the JSON result of `riffdb capability list`.
+type capabilityListResult struct {
+	Capabilities []capabilityResult `json:"capabilities"`
+}
+
+func newCapabilityListCommand() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the capabilities of the credential store, revoked ones included",
+		Long: `List every capability of the configuration's credential store, oldest first,
+revoked ones included. Tokens are never shown (the store does not hold them).
+A credential store that does not exist yet lists as empty and is not created.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := loadCapabilityConfig(path)
+			if err != nil {
+				return err
+			}
+			res := capabilityListResult{Capabilities: []capabilityResult{}}
+			exists, err := credentialStoreExists(c)
+			if err != nil {
+				return err
+			}
+			if exists {
+				store, err := openCapabilityStore(c)
+				if err != nil {
+					return err
+				}
+				caps, err := store.List()
+				if err != nil {
+					return capabilityStoreError(err)
+				}
+				for _, cp := range caps {
+					res.Capabilities = append(res.Capabilities, newCapabilityResult(cp))
+				}
+			}
+			return Emit(cmd, res, func(w io.Writer) error {
+				if len(res.Capabilities) == 0 {
+					_, err := fmt.Fprintln(w, "no capabilities")
+					return err
+				}
+				for _, r := range res.Capabilities {
+					state := "active"
+					if r.Revoked {
+						state = "revoked"
+					}
+					if _, err := fmt.Fprintf(w, "%s  %-7s  %s  %s  %s  %q\n", r.ID, state, r.CreatedAt,
+						scopeText(r.Database), strings.Join(r.Permissions, ","), r.Name); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "the server's configuration file (required)")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}

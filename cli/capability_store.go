@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/config"
+)
+
+// loadCapabilityConfig loads the configuration named by --config for the
+// capability commands, with the same error codes as config check.
+func loadCapabilityConfig(path string) (*config.Config, error) {
+	c, err := config.Load(path, getenv, config.Overrides{})
+	switch {
+	case errors.Is(err, config.ErrUnreadable):
+		return nil, Local("config_unreadable", "%s", strings.TrimPrefix(err.Error(), "config: "))
+	case err != nil:
+		return nil, Local("invalid_config", "%s", err.Error())
+	}
+	return c, nil
+}
+
+// openCapabilityStore opens the configuration's credential store, creating
+// it if needed. Errors name the problem, never the path.
+func openCapabilityStore(c *config.Config) (*capability.Store, error) {
+	s, err := capability.Open(c.Server.CredentialPath)
+	if err != nil {
+		return nil, capabilityStoreError(err)
+	}
+	return s, nil
+}
+
+// credentialStoreExists reports whether the credential directory exists, so
+// that read-only commands can avoid creating it.
+func credentialStoreExists(c *config.Config) (bool, error) {
+	_, err := os.Lstat(c.Server.CredentialPath)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return false, Local("credentials_unavailable", "cannot examine the credential store (credential_path): %v", err)
+	}
+}
+
+// capabilityStoreError classifies a credential-store failure. The capability
+// package keeps paths out of its messages.
+func capabilityStoreError(err error) error {
+	switch {
+	case errors.Is(err, capability.ErrInsecure):
+		return Local("credentials_insecure", "%v (credential_path must be a 0700 directory of 0600 files owned by this user)", err)
+	case errors.Is(err, capability.ErrCorrupt):
+		return Local("credentials_corrupt", "%v", err)
+	default:
+		return Local("credentials_unavailable", "%v", err)
+	}
+}
+
+// capabilityResult is one capability as the capability commands report it.
+type capabilityResult struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Permissions []string `json:"permissions"`
+	// Database is the alias the capability is scoped to; "" means global.
+	Database  string `json:"database"`
+	CreatedAt string `json:"created_at"`
+	Revoked   bool   `json:"revoked"`
+}
+
+func newCapabilityResult(c capability.Capability) capabilityResult {
+	perms := make([]string, len(c.Permissions))
+	for i, p := range c.Permissions {
+		perms[i] = string(p)
+	}
+	return capabilityResult{ID: c.ID, Name: c.Name, Permissions: perms, Database: c.Database,
+		CreatedAt: c.CreatedAt.UTC().Format("2006-01-02T15:04:05.999999999Z07:00"), Revoked: c.Revoked}
+}
+
+func scopeText(database string) string {
+	if database == "" {
+		return "global"
+	}
+	return "database " + database
+}
