@@ -26,8 +26,8 @@ type archiveDestination struct {
 	mu        sync.Mutex
 	store     *archive.Store
 	storeInfo os.FileInfo // identity of the store directory when opened
-	opened    bool // the archive has been opened and validated at least once
-	usageMu   sync.Mutex // guards lastUsage and haveUsage
+	opened    bool        // the archive has been opened and validated at least once
+	usageMu   sync.Mutex  // guards lastUsage and haveUsage
 	lastUsage archive.Usage
 	haveUsage bool
 }
@@ -47,12 +47,15 @@ func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
 	if err != nil {
 		return nil, d.classify(err, true)
 	}
-	fi, err := os.Lstat(filepath.Join(d.dir, archive.StoreDirName))
-	if err != nil {
-		_ = s.Close()
-		return nil, d.classify(err, true)
+	if d.opts.FS == nil {
+		fi, err := os.Lstat(filepath.Join(d.dir, archive.StoreDirName))
+		if err != nil {
+			_ = s.Close()
+			return nil, d.classify(err, true)
+		}
+		d.storeInfo = fi
 	}
-	d.store, d.storeInfo, d.opened = s, fi, true
+	d.store, d.opened = s, true
 	return s, nil
 }
 

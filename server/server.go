@@ -156,7 +156,7 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})
 	d.worker, err = outbox.New(outbox.Options{
-		Alias: dc.Alias, Source: db, Destination: d.dest, Logger: log.Named("outbox"),
+		Alias: dc.Alias, Source: db, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})
 	if err != nil {

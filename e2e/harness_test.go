@@ -1,0 +1,351 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "riffdb-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "riffdb")
+	build := exec.Command("go", "build", "-o", binary, "github.com/riffdb/riffdb/cmd/riffdb")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building riffdb:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const testContract = `
+[commands.place_order]
+input = { order_id = "string", amount_cents = "int", note = "string?" }
+emits = ["order_placed"]
+
+[commands.ship_order]
+input = { order_id = "string", carrier = "string" }
+emits = ["order_shipped", "customer_notified"]
+`
+
+// env is one test installation: a private root with a config file.
+type env struct {
+	t      *testing.T
+	root   string
+	config string
+	dbPath string
+	outbox string
+	quota  int64
+}
+
+type envOpts struct {
+	outbox bool
+	quota  int64
+	extra  string // appended to the config
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	root, err := os.MkdirTemp("", "riffdb-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, root: root, config: filepath.Join(root, "riffdb.toml"), dbPath: filepath.Join(root, "db"),
+		outbox: filepath.Join(root, "outbox"), quota: o.quota}
+	if e.quota == 0 {
+		e.quota = 1 << 30
+	}
+	must(t, os.WriteFile(filepath.Join(root, "contract.toml"), []byte(testContract), 0o600))
+	cfg := fmt.Sprintf(`
+[server]
+listen = "127.0.0.1:0"
+metrics_listen = "127.0.0.1:0"
+credential_path = %q
+
+[database]
+path = %q
+contract = %q
+`, filepath.Join(root, "credentials"), e.dbPath, filepath.Join(root, "contract.toml"))
+	if o.outbox {
+		must(t, os.Mkdir(e.outbox, 0o700))
+		cfg += fmt.Sprintf(`
+[maintenance.outbox]
+kind = "durable_local"
+directory = %q
+quota_encoded_bytes = %d
+`, e.outbox, e.quota)
+	}
+	cfg += o.extra
+	must(t, os.WriteFile(e.config, []byte(cfg), 0o600))
+	return e
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cliResult is the JSON envelope of one CLI run.
+type cliResult struct {
+	Schema  string          `json:"schema"`
+	Command string          `json:"command"`
+	OK      bool            `json:"ok"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Kind    string `json:"kind"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Exit   int
+	Stderr string
+}
+
+// cli runs the binary with --output json and decodes its envelope.
+func cli(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--output", "json"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var r cliResult
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.Exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	r.Stderr = stderr.String()
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("riffdb %v printed no envelope: %v\nstdout: %s\nstderr: %s", args, err, stdout.String(), stderr.String())
+	}
+	return r
+}
+
+// token creates a capability with the CLI and returns its token.
+func (e *env) token(perms []string, database string) string {
+	e.t.Helper()
+	args := []string{"capability", "create", "--config", e.config, "--name", "test"}
+	for _, p := range perms {
+		args = append(args, "--permission", p)
+	}
+	if database != "" {
+		args = append(args, "--database", database)
+	}
+	r := cli(e.t, args...)
+	if !r.OK {
+		e.t.Fatalf("capability create: %+v %s", r.Error, r.Stderr)
+	}
+	var res struct {
+		Token string `json:"token"`
+	}
+	must(e.t, json.Unmarshal(r.Result, &res))
+	return res.Token
+}
+
+// proc is a running server.
+type proc struct {
+	t           *testing.T
+	cmd         *exec.Cmd
+	api         string
+	metrics     string
+	stderr      *syncBuffer
+	exited      chan struct{}
+	exitErr     error
+	exitStateMu sync.Mutex
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs `riffdb server run --config` and waits for its ready log line.
+func (e *env) start() *proc {
+	e.t.Helper()
+	cmd := exec.Command(binary, "server", "run", "--config", e.config)
+	pr, pw := io.Pipe()
+	p := &proc{t: e.t, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = io.MultiWriter(pw, p.stderr)
+	cmd.Stdout = p.stderr
+	must(e.t, cmd.Start())
+	go func() {
+		p.exitErr = cmd.Wait()
+		pw.Close()
+		close(p.exited)
+	}()
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		signalled := false
+		for sc.Scan() {
+			var line struct {
+				Msg           string `json:"msg"`
+				Listen        string `json:"listen"`
+				MetricsListen string `json:"metrics_listen"`
+			}
+			if !signalled && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "riffdb ready" {
+				p.api, p.metrics = line.Listen, line.MetricsListen
+				signalled = true
+				close(ready)
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	select {
+	case <-ready:
+	case <-p.exited:
+		e.t.Fatalf("server exited before ready: %v\n%s", p.exitErr, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		p.kill()
+		e.t.Fatalf("server not ready after 60s\n%s", p.stderr.String())
+	}
+	e.t.Cleanup(p.kill)
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to end.
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.exited
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop() {
+	p.t.Helper()
+	must(p.t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+	case <-time.After(60 * time.Second):
+		p.kill()
+		p.t.Fatalf("server did not stop after SIGTERM\n%s", p.stderr.String())
+	}
+	if p.exitErr != nil {
+		p.t.Fatalf("server exited with %v\n%s", p.exitErr, p.stderr.String())
+	}
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+// commandResp is the body of a successful command.
+type commandResp struct {
+	CommitSequence uint64   `json:"commit_sequence"`
+	Events         []string `json:"events"`
+	Replayed       bool     `json:"replayed"`
+}
+
+// do sends a request and returns status and body.
+func (p *proc) do(ctx context.Context, method, path, token string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+p.api+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func (p *proc) command(ctx context.Context, token, name string, input any, key string) (int, commandResp, []byte, error) {
+	body, _ := json.Marshal(map[string]any{"input": input, "idempotency_key": key})
+	code, b, err := p.do(ctx, http.MethodPost, "/v1/databases/default/commands/"+name, token, body)
+	var r commandResp
+	if err == nil && code == http.StatusOK {
+		err = json.Unmarshal(b, &r)
+	}
+	return code, r, b, err
+}
+
+type stats struct {
+	Databases []struct {
+		Alias                   string  `json:"alias"`
+		DatabaseID              string  `json:"database_id"`
+		LastCommitSequence      uint64  `json:"last_commit_sequence"`
+		PublicationFrontier     uint64  `json:"publication_frontier"`
+		PendingOutboxDeliveries *uint64 `json:"pending_outbox_deliveries"`
+		Outbox                  struct {
+			Health string `json:"health"`
+			Reason string `json:"reason"`
+		} `json:"outbox"`
+	} `json:"databases"`
+}
+
+func (p *proc) stats(token string) stats {
+	p.t.Helper()
+	code, b, err := p.do(context.Background(), http.MethodGet, "/v1/stats", token, nil)
+	if err != nil || code != http.StatusOK {
+		p.t.Fatalf("stats: %d %v %s", code, err, b)
+	}
+	var s stats
+	must(p.t, json.Unmarshal(b, &s))
+	return s
+}
+
+// waitFor polls cond every 50 ms until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, x := range subs {
+		if x != "" && strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
+}
