@@ -349,3 +349,12 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+// setMode rewrites the [server] table's mode.
+func (e *env) setMode(mode string) {
+	e.t.Helper()
+	b, err := os.ReadFile(e.config)
+	must(e.t, err)
+	s := strings.Replace(string(b), "[server]\n", "[server]\nmode = \""+mode+"\"\n", 1)
+	must(e.t, os.WriteFile(e.config, []byte(s), 0o600))
+}

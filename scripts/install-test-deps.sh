@@ -16,5 +16,5 @@ promtool --version | head -1
 
 if ! command -v staticcheck >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/staticcheck" ]; then
   echo "install-test-deps: installing staticcheck"
-  go install honnef.co/go/tools/cmd/staticcheck@2025.1.1
+  go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 fi
