@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -357,4 +358,13 @@ func (e *env) setMode(mode string) {
 	must(e.t, err)
 	s := strings.Replace(string(b), "[server]\n", "[server]\nmode = \""+mode+"\"\n", 1)
 	must(e.t, os.WriteFile(e.config, []byte(s), 0o600))
+}
+
+// appendConfig appends TOML to the configuration file.
+func (e *env) appendConfig(s string) {
+	e.t.Helper()
+	f, err := os.OpenFile(e.config, os.O_APPEND|os.O_WRONLY, 0)
+	must(e.t, err)
+	_, err = f.WriteString(s)
+	must(e.t, errors.Join(err, f.Close()))
 }

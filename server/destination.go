@@ -117,6 +117,12 @@ func (d *archiveDestination) Fit(ctx context.Context, keys []event.Key, records 
 	if err != nil {
 		return 0, err
 	}
+	// Audit custody once per claim run (tens of microseconds): a chmod, a
+	// hard link or an extra entry made while the store is open is caught
+	// before the next claim, not only when the worker is already unhealthy.
+	if err := s.Audit(); err != nil {
+		return 0, d.after(err)
+	}
 	n, err := s.Fit(ctx, keys, records)
 	return n, d.after(err)
 }
