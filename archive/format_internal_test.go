@@ -1,0 +1,132 @@
+package archive
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+func FuzzDecodeValue(f *testing.F) {
+	k, r := rec(f, testDatabase, 3, 1, `{"x":1}`)
+	good := encodeValue(k, r)
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte{})
+	f.Add([]byte{recordVersion, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		rec, st, err := decodeValue(k, v)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if st.ID != k.Event || !bytes.Equal(st.Encode(), rec) || !bytes.Equal(encodeValue(k, rec), v) {
+			t.Fatal("decoded value does not round-trip")
+		}
+	})
+}
+
+func FuzzDecodeMarker(f *testing.F) {
+	f.Add(encodeMarker(formatVersion))
+	f.Add(encodeMarker(2))
+	f.Add([]byte("RIFFARCH"))
+	f.Add([]byte("NOTARCHIVE0000"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := decodeMarker(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrIncompatibleFormat) {
+				t.Fatalf("error %v is neither corrupt nor incompatible", err)
+			}
+			return
+		}
+		if v != formatVersion || !bytes.Equal(encodeMarker(v), b) {
+			t.Fatal("accepted marker does not round-trip")
+		}
+	})
+}
+
+func FuzzDecodeMetadata(f *testing.F) {
+	f.Add(encodeAccounting(accounting{Records: 3, EncodedBytes: 999}), encodeBinding(testDatabase))
+	f.Add([]byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, acct, binding []byte) {
+		if a, err := decodeAccounting(acct); err == nil {
+			if !bytes.Equal(encodeAccounting(a), acct) {
+				t.Fatal("accounting does not round-trip")
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatal(err)
+		}
+		if id, err := decodeBinding(binding); err == nil {
+			if !bytes.Equal(encodeBinding(id), binding) {
+				t.Fatal("binding does not round-trip")
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatal(err)
+		}
+	})
+}
+
+func FuzzCursor(f *testing.F) {
+	k := event.Key{Database: testDatabase, Incarnation: 2, Event: event.ID{Seq: 42, Pos: 3}}
+	good, _ := newCursor(k).MarshalText()
+	f.Add(good)
+	f.Add([]byte(""))
+	f.Add([]byte("AAAA"))
+	f.Add([]byte("!!!"))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		var c Cursor
+		if err := c.UnmarshalText(text); err != nil {
+			if !errors.Is(err, ErrInvalidCursor) {
+				t.Fatalf("error %v does not wrap ErrInvalidCursor", err)
+			}
+			return
+		}
+		key, ok, err := c.key()
+		if err != nil {
+			t.Fatalf("accepted cursor does not decode: %v", err)
+		}
+		if !ok {
+			if len(c) != 0 {
+				t.Fatal("non-empty cursor without a key")
+			}
+			return
+		}
+		out, _ := newCursor(key).MarshalText()
+		var back Cursor
+		if err := back.UnmarshalText(out); err != nil || !bytes.Equal(back, c) {
+			t.Fatal("cursor does not round-trip")
+		}
+	})
+}
+
+func TestMarkerDecodeClasses(t *testing.T) {
+	t.Parallel()
+	m := encodeMarker(formatVersion)
+	if v, err := decodeMarker(m); err != nil || v != formatVersion {
+		t.Fatalf("good marker: %v, %v", v, err)
+	}
+	bad := bytes.Clone(m)
+	bad[len(bad)-1] ^= 1
+	if _, err := decodeMarker(bad); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("checksum flip: %v", err)
+	}
+	if _, err := decodeMarker(encodeMarker(7)); !errors.Is(err, ErrIncompatibleFormat) {
+		t.Fatalf("future version: %v", err)
+	}
+	if _, err := decodeMarker([]byte("OTHERMAGIC....")); !errors.Is(err, ErrIncompatibleFormat) {
+		t.Fatalf("foreign magic: %v", err)
+	}
+}
+
+func TestValueChecksumCoversKey(t *testing.T) {
+	t.Parallel()
+	k, r := rec(t, testDatabase, 3, 0, "p")
+	other := k
+	other.Incarnation = 2
+	if _, _, err := decodeValue(other, encodeValue(k, r)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("value under another key: %v", err)
+	}
+}

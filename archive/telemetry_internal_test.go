@@ -1,0 +1,120 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+func TestTelemetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	opts := testOptions(t, newMemFS(t, false))
+	opts.MeterProvider, opts.TracerProvider = mp, tp
+	opts.QuotaEncodedBytes = 1000
+	s := mustOpen(t, opts)
+
+	k1, r1 := rec(t, testDatabase, 1, 0, "one")
+	mustAccept(t, s, k1, r1, Stored)
+	mustAccept(t, s, k1, r1, Duplicate)
+	_, other := rec(t, testDatabase, 1, 0, "uno")
+	if _, err := s.Accept(ctx, k1, other); !errors.Is(err, ErrConflict) {
+		t.Fatal(err)
+	}
+	k2, r2 := rec(t, testDatabase, 2, 0, string(make([]byte, 2000)))
+	if n, err := s.Fit(ctx, []event.Key{k1, k2}, [][]byte{r1, r2}); err != nil || n != 1 {
+		t.Fatalf("Fit = %d, %v", n, err)
+	}
+
+	m := collect(t, reader)
+	if got := sumByResult(m, "riffdb.archive.accepted.events"); got["stored"] != 1 || got["duplicate"] != 1 || got["refused"] != 1 {
+		t.Fatalf("accepted.events %v", got)
+	}
+	if got := sumByResult(m, "riffdb.archive.quota.decisions"); got["does_not_fit"] != 1 {
+		t.Fatalf("quota.decisions %v", got)
+	}
+	if got := gauge(m, "riffdb.archive.quota.used"); got != Charge(k1, r1) {
+		t.Fatalf("quota.used = %d", got)
+	}
+	if got := gauge(m, "riffdb.archive.quota.limit"); got != 1000 {
+		t.Fatalf("quota.limit = %d", got)
+	}
+	if !hasMetric(m, "riffdb.archive.txn.duration") {
+		t.Fatal("no txn.duration")
+	}
+	names := map[string]int{}
+	for _, sp := range spans.Ended() {
+		names[sp.Name()]++
+	}
+	if names["riffdb.archive.txn"] != 3 || names["riffdb.archive.quota.check"] != 1 {
+		t.Fatalf("spans %v", names)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if hasMetric(collect(t, reader), "riffdb.archive.quota.used") {
+		t.Fatal("gauges still registered after Close")
+	}
+}
+
+func collect(t *testing.T, r *sdkmetric.ManualReader) []metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var out []metricdata.Metrics
+	for _, sm := range rm.ScopeMetrics {
+		out = append(out, sm.Metrics...)
+	}
+	return out
+}
+
+func hasMetric(ms []metricdata.Metrics, name string) bool {
+	for _, m := range ms {
+		if m.Name == name {
+			switch d := m.Data.(type) {
+			case metricdata.Gauge[int64]:
+				return len(d.DataPoints) > 0
+			default:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sumByResult(ms []metricdata.Metrics, name string) map[string]int64 {
+	out := map[string]int64{}
+	for _, m := range ms {
+		if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
+			for _, dp := range s.DataPoints {
+				v, _ := dp.Attributes.Value(attribute.Key("result"))
+				out[v.AsString()] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+func gauge(ms []metricdata.Metrics, name string) int64 {
+	for _, m := range ms {
+		if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name && len(g.DataPoints) > 0 {
+			return g.DataPoints[0].Value
+		}
+	}
+	return -1
+}
