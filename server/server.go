@@ -32,6 +32,10 @@ var Version = "0.1.0-dev"
 type Options struct {
 	Config    *config.Config
 	LogOutput io.Writer // nil → stderr
+
+	// indexGate holds every primary's undelivered index unbuilt until
+	// closed (tests of the unbuilt state).
+	indexGate <-chan struct{}
 }
 
 // Server is one running riffdb process.
@@ -45,6 +49,7 @@ type Server struct {
 	apiLn, metricsLn net.Listener
 	api, metrics     *http.Server
 
+	indexGate <-chan struct{}
 	fatal     chan error
 	fatalOnce sync.Once
 	stopOnce  sync.Once
@@ -83,7 +88,7 @@ func New(ctx context.Context, opts Options) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: telemetry: %w", err)
 	}
-	s = &Server{cfg: cfg, tel: tel, log: tel.Logger, fatal: make(chan error, 1), started: time.Now()}
+	s = &Server{cfg: cfg, indexGate: opts.indexGate, tel: tel, log: tel.Logger, fatal: make(chan error, 1), started: time.Now()}
 	defer func() {
 		if err != nil {
 			_ = s.closeStores()
@@ -135,7 +140,7 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 	log := s.log.With(zap.String("database", dc.Alias))
 	db, err := primary.Open(ctx, primary.Options{
 		Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
-		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
+		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
 	})
 	if err != nil {
 		return nil, err
