@@ -1,0 +1,235 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/riffdb/riffdb/telemetry"
+)
+
+type quietPebbleLogger struct{ t *testing.T }
+
+func (l quietPebbleLogger) Infof(string, ...any) {}
+func (l quietPebbleLogger) Errorf(format string, args ...any) {
+	l.t.Logf("pebble: "+format, args...)
+}
+func (l quietPebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble fatal: "+format, args...))
+}
+
+// openStore opens a real Pebble store in a temporary directory and writes n
+// synced keys, flushes and compacts them, and reads them back so that the
+// block cache is populated.
+func openStore(t *testing.T, n int) *pebble.DB {
+	t.Helper()
+	db, err := pebble.Open(t.TempDir(), &pebble.Options{
+		FormatMajorVersion: pebble.FormatWALSyncChunks,
+		Logger:             quietPebbleLogger{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := db.Set(fmt.Appendf(nil, "k%05d", i), []byte("value"), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Compact(context.Background(), []byte("k"), []byte("l"), false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		v, closer, err := db.Get(fmt.Appendf(nil, "k%05d", i))
+		if err != nil || string(v) != "value" {
+			t.Fatalf("get %d: %q %v", i, v, err)
+		}
+		_ = closer.Close()
+	}
+	return db
+}
+
+// points returns, for one metric, the int or float value of each data point
+// keyed by its riffdb.store attribute.
+func points(t *testing.T, rm metricdata.ResourceMetrics, name string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			add := func(attrs attribute.Set, v float64) {
+				store, _ := attrs.Value(telemetry.StoreKey)
+				db, _ := attrs.Value(telemetry.DatabaseKey)
+				out[store.AsString()+"/"+db.AsString()] = v
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if !d.IsMonotonic {
+					t.Errorf("%s is not monotonic", name)
+				}
+				for _, p := range d.DataPoints {
+					add(p.Attributes, float64(p.Value))
+				}
+			case metricdata.Sum[float64]:
+				for _, p := range d.DataPoints {
+					add(p.Attributes, p.Value)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					add(p.Attributes, float64(p.Value))
+				}
+			default:
+				t.Fatalf("%s: unexpected data %T", name, m.Data)
+			}
+		}
+	}
+	return out
+}
+
+func TestObservePebbleReportsStoreMetrics(t *testing.T) {
+	const writes = 50
+	db := openStore(t, writes)
+	t.Cleanup(func() { _ = db.Close() })
+	var open atomic.Pointer[pebble.DB]
+	open.Store(db)
+	calls := atomic.Int64{}
+
+	mr := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(mr))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+
+	unregister, err := telemetry.ObservePebble(mp, "archive", "default", func() *pebble.Metrics {
+		calls.Add(1)
+		if d := open.Load(); d != nil {
+			return d.Metrics()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second store, already closed: it must produce no series at all.
+	unregisterClosed, err := telemetry.ObservePebble(mp, "primary", "default", func() *pebble.Metrics { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unregisterClosed() }()
+	if calls.Load() != 0 {
+		t.Fatalf("metrics function called %d times before any collection", calls.Load())
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := mr.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("metrics function called %d times for one collection, want 1", calls.Load())
+	}
+	want := db.Metrics()
+	key := "archive/default"
+	checks := []struct {
+		name string
+		ok   func(v float64) bool
+		desc string
+	}{
+		{telemetry.MetricPebbleCompactions, func(v float64) bool { return v >= 1 && v == float64(want.Compact.Count) }, "≥ 1 and = Compact.Count"},
+		{telemetry.MetricPebbleCompactionDebt, func(v float64) bool { return v >= 0 }, "≥ 0"},
+		{telemetry.MetricPebbleFlushes, func(v float64) bool { return v >= 1 && v == float64(want.Flush.Count) }, "≥ 1 and = Flush.Count"},
+		{telemetry.MetricPebbleWALFsyncs, func(v float64) bool { return v >= writes }, fmt.Sprintf("≥ %d synced writes", writes)},
+		{telemetry.MetricPebbleWALFsyncTime, func(v float64) bool { return v > 0 && v < 60 }, "in (0, 60) seconds"},
+		{telemetry.MetricPebbleDiskUsage, func(v float64) bool { return v > 0 }, "> 0"},
+		{telemetry.MetricPebbleMemtableSize, func(v float64) bool { return v > 0 && v == float64(want.MemTable.Size) }, "> 0 and = MemTable.Size"},
+		{telemetry.MetricPebbleBlockCacheSize, func(v float64) bool { return v > 0 }, "> 0 after reads"},
+		{telemetry.MetricPebbleReadAmplification, func(v float64) bool { return v >= 1 && v == float64(want.ReadAmp()) }, "≥ 1 and = ReadAmp()"},
+	}
+	for _, c := range checks {
+		got := points(t, rm, c.name)
+		v, ok := got[key]
+		if !ok {
+			t.Errorf("%s: no point for %s (got %v)", c.name, key, got)
+			continue
+		}
+		if !c.ok(v) {
+			t.Errorf("%s = %v, want %s", c.name, v, c.desc)
+		}
+		if len(got) != 1 {
+			t.Errorf("%s: closed store produced points: %v", c.name, got)
+		}
+	}
+
+	// The store closes: no observation, no error.
+	open.Store(nil)
+	rm = metricdata.ResourceMetrics{}
+	if err := mr.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		if got := points(t, rm, c.name); len(got) != 0 {
+			t.Errorf("%s after close: %v", c.name, got)
+		}
+	}
+
+	// Unregistered: the function is not called any more.
+	open.Store(db)
+	if err := unregister(); err != nil {
+		t.Fatal(err)
+	}
+	before := calls.Load()
+	rm = metricdata.ResourceMetrics{}
+	if err := mr.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != before {
+		t.Error("metrics function called after unregister")
+	}
+	if got := points(t, rm, telemetry.MetricPebbleDiskUsage); len(got) != 0 {
+		t.Errorf("disk usage after unregister: %v", got)
+	}
+}
+
+func TestObservePebblePrometheusNames(t *testing.T) {
+	db := openStore(t, 5)
+	t.Cleanup(func() { _ = db.Close() })
+	tel, _ := setup(t, telemetry.Config{SampleRatio: 1})
+	unregister, err := telemetry.ObservePebble(tel.MeterProvider, "archive", "orders", db.Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unregister() }()
+	body, _ := scrape(t, tel.MetricsHandler, false)
+	labels := `{riffdb_database="orders",riffdb_store="archive"}`
+	for _, name := range []string{
+		"riffdb_pebble_compactions_total", "riffdb_pebble_compaction_debt_bytes", "riffdb_pebble_flushes_total",
+		"riffdb_pebble_wal_fsyncs_total", "riffdb_pebble_wal_fsync_time_seconds_total", "riffdb_pebble_disk_usage_bytes",
+		"riffdb_pebble_memtable_size_bytes", "riffdb_pebble_block_cache_size_bytes", "riffdb_pebble_read_amplification",
+	} {
+		if !strings.Contains(body, "\n"+name+labels+" ") {
+			t.Errorf("scrape lacks %s%s:\n%s", name, labels, grepLines(body, "riffdb_pebble"))
+		}
+	}
+}
+
+func TestObservePebbleArguments(t *testing.T) {
+	if _, err := telemetry.ObservePebble(sdkmetric.NewMeterProvider(), "archive", "default", nil); !errors.Is(err, telemetry.ErrNilMetricsFunc) {
+		t.Errorf("nil metrics: err %v, want ErrNilMetricsFunc", err)
+	}
+	unregister, err := telemetry.ObservePebble(nil, "archive", "default", func() *pebble.Metrics { return nil })
+	if err != nil {
+		t.Fatalf("nil provider: %v", err)
+	}
+	if err := unregister(); err != nil {
+		t.Errorf("unregister on no-op provider: %v", err)
+	}
+}
