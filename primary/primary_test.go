@@ -61,6 +61,13 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// tb is the part of testing.TB that helpers need; *rapid.T has it too.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 type bundle struct {
 	fs    vfs.FS
 	clock *fakeClock
@@ -101,7 +108,7 @@ func reopen(t *testing.T, db *primary.DB, bu *bundle) *primary.DB {
 	return db2
 }
 
-func exec(t testing.TB, db *primary.DB, cmd, input, key string) primary.Commit {
+func exec(t tb, db *primary.DB, cmd, input, key string) primary.Commit {
 	t.Helper()
 	c, err := db.Execute(context.Background(), cmd, json.RawMessage(input), key)
 	if err != nil {
@@ -110,7 +117,7 @@ func exec(t testing.TB, db *primary.DB, cmd, input, key string) primary.Commit {
 	return c
 }
 
-func allIntents(t testing.TB, db *primary.DB) []primary.Intent {
+func allIntents(t tb, db *primary.DB) []primary.Intent {
 	t.Helper()
 	var out []primary.Intent
 	var after *event.ID
@@ -127,7 +134,7 @@ func allIntents(t testing.TB, db *primary.DB) []primary.Intent {
 	}
 }
 
-func wantCount(t testing.TB, db *primary.DB, want uint64) {
+func wantCount(t tb, db *primary.DB, want uint64) {
 	t.Helper()
 	n, st := db.UndeliveredCount()
 	if st != primary.IndexReady || n != want {
