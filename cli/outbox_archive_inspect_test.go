@@ -1,0 +1,611 @@
+//go:build linux
+
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/event"
+)
+
+var updateInspectGolden = flag.Bool("update-inspect-golden", false, "rewrite cli/testdata/inspect/*.golden")
+
+// inspectDB is the database identity the test archives are bound to.
+var inspectDB = event.DatabaseID{0x01, 0x93, 0x2a, 0x71, 0x01, 0x81, 0x70, 0x01, 0x81, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01}
+
+type inspectEnvelope struct {
+	Schema  string `json:"schema"`
+	Command string `json:"command"`
+	OK      bool   `json:"ok"`
+	Result  *struct {
+		Format          string `json:"format"`
+		DatabaseBinding string `json:"database_binding"`
+		RecordCount     *int64 `json:"record_count"`
+		EncodedBytes    *int64 `json:"encoded_bytes"`
+		AllocatedBytes  *int64 `json:"allocated_bytes"`
+		PagesExamined   *int   `json:"pages_examined"`
+		Integrity       string `json:"integrity"`
+	} `json:"result"`
+	Error *struct {
+		Kind    string `json:"kind"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// testArchive is an archive directory built with the archive package.
+type testArchive struct {
+	dir     string
+	records int
+	encoded int64
+}
+
+// newTestArchive returns an empty, compliant outbox directory.
+func newTestArchive(t *testing.T) *testArchive {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "outbox")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return &testArchive{dir: dir}
+}
+
+// grow opens the archive, accepts records until it holds n, each with a
+// payload of payloadLen bytes, and closes it.
+func (a *testArchive) grow(t *testing.T, n, payloadLen int) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := archive.Open(ctx, a.dir, archive.Options{Database: inspectDB, QuotaEncodedBytes: 1 << 30, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatalf("open archive: %v", err)
+	}
+	for ; a.records < n; a.records++ {
+		key := event.Key{Database: inspectDB, Incarnation: 1, Event: event.ID{Seq: uint64(a.records/2 + 1), Pos: uint32(a.records % 2)}}
+		payload := bytes.Repeat([]byte{byte('a' + a.records%26)}, payloadLen)
+		st, err := event.NewStored(key.Event, "order_placed", payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := st.Encode()
+		if out, err := s.Accept(ctx, key, rec); err != nil || out != archive.Stored {
+			t.Fatalf("accept %d: %v, %v", a.records, out, err)
+		}
+		a.encoded += archive.Charge(key, rec)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshotDir records the type, mode and content hash of every entry below
+// dir. Modification times are deliberately left out: taking the store's lock
+// (os.Create on LOCK, an empty file) updates LOCK's mtime and cannot be
+// avoided by a command that must hold the lock.
+func snapshotDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		desc := info.Mode().String()
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			desc += " " + hex.EncodeToString(sum[:])
+		}
+		snap[p] = desc
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func requireSameSnapshot(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	for p, d := range before {
+		if after[p] != d {
+			t.Errorf("inspect changed %s: %q -> %q", filepath.Base(p), d, after[p])
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("inspect created %s", filepath.Base(p))
+		}
+	}
+}
+
+// runInspect runs `riffdb --output json outbox archive inspect ARGS` through
+// Main, checks that the archive directory is unchanged and that no output
+// names the directory, and decodes the envelope.
+func runInspect(t *testing.T, dir string, args ...string) (int, inspectEnvelope, string) {
+	t.Helper()
+	before := snapshotDir(t, dir)
+	var stdout, stderr bytes.Buffer
+	code := Main(append([]string{"--output", "json", "outbox", "archive", "inspect"}, args...), strings.NewReader(""), &stdout, &stderr)
+	requireSameSnapshot(t, before, snapshotDir(t, dir))
+	out := stdout.String() + stderr.String()
+	if strings.Contains(out, filepath.Dir(dir)) {
+		t.Errorf("output reveals the directory path: %s", out)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr is not empty when it is not a terminal: %q", stderr.String())
+	}
+	var env inspectEnvelope
+	if err := json.Unmarshal(stdout.Bytes(), &env); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	if strings.Count(stdout.String(), "\n") != 1 || env.Schema != Schema || env.Command != "outbox.archive.inspect" {
+		t.Errorf("bad envelope: %q", stdout.String())
+	}
+	return code, env, stdout.String()
+}
+
+func inspectArgs(dir string, maxPages int) []string {
+	return []string{"--directory", dir, "--database-id", inspectDB.String(), "--max-pages", fmt.Sprint(maxPages)}
+}
+
+// requireReport asserts a successful inspection with the given numbers.
+func requireReport(t *testing.T, a *testArchive, maxPages, wantPages int, wantIntegrity string) {
+	t.Helper()
+	code, env, raw := runInspect(t, a.dir, inspectArgs(a.dir, maxPages)...)
+	if code != ExitOK || !env.OK || env.Result == nil {
+		t.Fatalf("inspect of %d records: exit %d: %s", a.records, code, raw)
+	}
+	r := env.Result
+	if r.RecordCount == nil || *r.RecordCount != int64(a.records) || r.EncodedBytes == nil || *r.EncodedBytes != a.encoded {
+		t.Errorf("%d records, %d bytes: got %s", a.records, a.encoded, raw)
+	}
+	if r.PagesExamined == nil || *r.PagesExamined != wantPages || r.Integrity != wantIntegrity {
+		t.Errorf("%d records, --max-pages %d: want %d pages %s, got %s", a.records, maxPages, wantPages, wantIntegrity, raw)
+	}
+	if r.AllocatedBytes == nil || *r.AllocatedBytes <= 0 {
+		t.Errorf("allocated_bytes missing: %s", raw)
+	}
+	if r.DatabaseBinding != inspectDB.String() || !strings.Contains(r.Format, "pebble/24") {
+		t.Errorf("format or binding: %s", raw)
+	}
+}
+
+func TestInspectCountsPagesAndIntegrity(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	for _, tc := range []struct {
+		records   int
+		needPages int // pages for a complete scan of 256-record pages
+	}{{0, 1}, {1, 1}, {255, 1}, {256, 1}, {257, 2}} {
+		a.grow(t, tc.records, 40)
+		if tc.needPages == 1 {
+			requireReport(t, a, 1, 1, archive.IntegrityVerified)
+		} else {
+			requireReport(t, a, 1, 1, archive.IntegrityIncomplete)
+			requireReport(t, a, tc.needPages, tc.needPages, archive.IntegrityVerified)
+		}
+		requireReport(t, a, archive.MaxInspectPages, tc.needPages, archive.IntegrityVerified)
+	}
+}
+
+func TestInspectPagesAreBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	const payload = 64 << 10
+	a.grow(t, 80, payload)
+	charge := a.encoded / 80
+	perPage := int(archive.MaxPageBytes / charge) // 63 records of 64 KiB fit in 4 MiB
+	if a.encoded <= archive.MaxPageBytes || perPage >= 80 {
+		t.Fatalf("test archive too small: %d bytes", a.encoded)
+	}
+	want := (80 + perPage - 1) / perPage
+	requireReport(t, a, 1, 1, archive.IntegrityIncomplete)
+	requireReport(t, a, want-1, want-1, archive.IntegrityIncomplete)
+	requireReport(t, a, want, want, archive.IntegrityVerified)
+	requireReport(t, a, 16, want, archive.IntegrityVerified)
+}
+
+// storeFiles returns the store's files whose names end with suffix.
+func storeFiles(t *testing.T, dir, suffix string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, archive.StoreDirName, "*"+suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestInspectCorruptSSTable(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 300, 20<<10) // > MemTableSize, so records reach sstables
+	ssts := storeFiles(t, a.dir, ".sst")
+	if len(ssts) == 0 {
+		t.Fatal("no sstable to corrupt")
+	}
+	// Flip one byte inside the first data block of every table.
+	for _, p := range ssts {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/8] ^= 0x5a
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, env, raw := runInspect(t, a.dir, inspectArgs(a.dir, 16)...)
+	if code != ExitPublic || env.OK || env.Error == nil || env.Error.Code != "archive_integrity_corrupt" || env.Error.Kind != "public" {
+		t.Fatalf("corrupt archive: exit %d: %s", code, raw)
+	}
+	if env.Result == nil || env.Result.Integrity != archive.IntegrityCorrupt {
+		t.Fatalf("corrupt archive: the verdict is not reported: %s", raw)
+	}
+}
+
+// accountingKey is the archive's metadata key of the durable accounting (an
+// internal detail of package archive, needed to tamper with it).
+var accountingKey = []byte("maccounting")
+
+// rawStore opens the store directly with Pebble, for tampering.
+func rawStore(t *testing.T, dir string) *pebble.DB {
+	t.Helper()
+	db, err := pebble.Open(filepath.Join(dir, archive.StoreDirName), &pebble.Options{
+		FormatMajorVersion: archive.FormatMajorVersion, ErrorIfNotExists: true, Logger: quietPebbleLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+type quietPebbleLogger struct{}
+
+func (quietPebbleLogger) Infof(string, ...any)         {}
+func (quietPebbleLogger) Errorf(string, ...any)        {}
+func (quietPebbleLogger) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
+
+// privatize restores the custody modes after a raw Pebble open created files
+// under the test's umask.
+func privatize(t *testing.T, dir string) {
+	t.Helper()
+	for _, p := range storeFiles(t, dir, "") {
+		if err := os.Chmod(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestInspectAccountingMismatch(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 3, 100)
+	db := rawStore(t, a.dir)
+	old, closer, err := db.Get(accountingKey)
+	if err != nil {
+		t.Fatalf("the accounting key is not where this test expects it: %v", err)
+	}
+	old = bytes.Clone(old)
+	closer.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	privatize(t, a.dir)
+	requireReport(t, a, 1, 1, archive.IntegrityVerified)
+
+	a.grow(t, 4, 100)
+	db = rawStore(t, a.dir)
+	if err := db.Set(accountingKey, old, pebble.Sync); err != nil { // a valid but stale accounting value
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	privatize(t, a.dir)
+	code, env, raw := runInspect(t, a.dir, inspectArgs(a.dir, 1)...)
+	if code != ExitPublic || env.Error == nil || env.Error.Code != "archive_integrity_mismatch" {
+		t.Fatalf("edited accounting: exit %d: %s", code, raw)
+	}
+	if env.Result == nil || env.Result.Integrity != archive.IntegrityMismatch || *env.Result.RecordCount != 3 {
+		t.Fatalf("edited accounting: want mismatch with the accounting's 3 records: %s", raw)
+	}
+}
+
+func requireRefusal(t *testing.T, dir string, wantCode int, wantErr string, args ...string) inspectEnvelope {
+	t.Helper()
+	code, env, raw := runInspect(t, dir, args...)
+	if code != wantCode || env.OK || env.Error == nil || env.Error.Code != wantErr {
+		t.Fatalf("want exit %d %s, got exit %d: %s", wantCode, wantErr, code, raw)
+	}
+	return env
+}
+
+func TestInspectRefusesWrongDatabase(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 1, 10)
+	other := inspectDB
+	other[15] ^= 0xff
+	env := requireRefusal(t, a.dir, ExitPublic, "archive_binding_mismatch",
+		"--directory", a.dir, "--database-id", other.String())
+	if env.Result == nil || env.Result.DatabaseBinding != inspectDB.String() {
+		t.Errorf("the actual binding is not reported")
+	}
+}
+
+func TestInspectRefusesHeldArchive(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 1, 10)
+	s, err := archive.Open(context.Background(), a.dir, archive.Options{Database: inspectDB, QuotaEncodedBytes: 1 << 20, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := requireRefusal(t, a.dir, ExitLocal, "archive_busy", inspectArgs(a.dir, 1)...)
+	if !strings.Contains(env.Error.Message, "stop the owning server") {
+		t.Errorf("message does not tell the operator what to do: %q", env.Error.Message)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	requireReport(t, a, 1, 1, archive.IntegrityVerified)
+}
+
+func TestInspectRefusesArchiveHeldByAnotherProcess(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 1, 10)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInspectHelperHoldArchive$")
+	cmd.Env = append(os.Environ(), "RIFFDB_INSPECT_HOLD="+a.dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := false
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if sc.Text() == "HOLDING" {
+			ready = true
+			break
+		}
+	}
+	if !ready {
+		stdin.Close()
+		_ = cmd.Wait()
+		t.Fatal("the helper process did not open the archive")
+	}
+	requireRefusal(t, a.dir, ExitLocal, "archive_busy", inspectArgs(a.dir, 1)...)
+	stdin.Close()
+	go io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	requireReport(t, a, 1, 1, archive.IntegrityVerified)
+}
+
+// TestInspectHelperHoldArchive runs in a child process: it holds the archive
+// open until its stdin closes.
+func TestInspectHelperHoldArchive(t *testing.T) {
+	dir := os.Getenv("RIFFDB_INSPECT_HOLD")
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	s, err := archive.Open(context.Background(), dir, archive.Options{Database: inspectDB, QuotaEncodedBytes: 1 << 20, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("HOLDING")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInspectRefusesMissingArchive(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	absent := filepath.Join(base, "absent")
+	requireRefusal(t, absent, ExitLocal, "archive_not_found", inspectArgs(absent, 1)...)
+	if _, err := os.Lstat(absent); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("inspect created the directory: %v", err)
+	}
+	empty := filepath.Join(base, "empty")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	requireRefusal(t, empty, ExitLocal, "archive_not_found", inspectArgs(empty, 1)...)
+	if names, _ := os.ReadDir(empty); len(names) != 0 {
+		t.Fatalf("inspect created %v", names)
+	}
+}
+
+func TestInspectRefusesCustodyViolation(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 1, 10)
+	if err := os.Chmod(a.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := requireRefusal(t, a.dir, ExitLocal, "archive_custody", inspectArgs(a.dir, 1)...)
+	if !strings.Contains(env.Error.Message, "mode is 0755") {
+		t.Errorf("custody message does not say what is wrong: %q", env.Error.Message)
+	}
+}
+
+func TestInspectUsageErrors(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--directory", a.dir, "--database-id", "xyz"}, "--database-id"},
+		{[]string{"--directory", a.dir, "--database-id", strings.Repeat("g", 32)}, "--database-id"},
+		{[]string{"--directory", a.dir, "--database-id", inspectDB.String()[:31]}, "--database-id"},
+		{[]string{"--directory", a.dir}, "--database-id"},
+		{[]string{"--directory", a.dir, "--database-id", inspectDB.String(), "--max-pages", "0"}, "--max-pages"},
+		{[]string{"--directory", a.dir, "--database-id", inspectDB.String(), "--max-pages", "257"}, "--max-pages"},
+		{[]string{"--directory", a.dir, "--database-id", inspectDB.String(), "--max-pages", "abc"}, "--max-pages"},
+		{[]string{"--database-id", inspectDB.String()}, "--directory"},
+		{[]string{"--directory", "outbox", "--database-id", inspectDB.String()}, "--directory"},
+	} {
+		env := requireRefusal(t, a.dir, ExitLocal, "usage", tc.args...)
+		if !strings.Contains(env.Error.Message, tc.flag) {
+			t.Errorf("%v: message %q does not name %s", tc.args, env.Error.Message, tc.flag)
+		}
+	}
+	if names, _ := os.ReadDir(a.dir); len(names) != 0 {
+		t.Fatalf("a refused inspect created %v", names)
+	}
+}
+
+func TestInspectErrorClassification(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		code string
+		exit int
+	}{
+		{archive.ErrUnsupportedPlatform, "unsupported_platform", ExitLocal},
+		{fmt.Errorf("x: %w", archive.ErrNotFound), "archive_not_found", ExitLocal},
+		{archive.ErrBusy, "archive_busy", ExitLocal},
+		{archive.ErrIncompatibleFormat, "archive_incompatible_format", ExitPublic},
+		{archive.ErrCorrupt, "archive_integrity_corrupt", ExitPublic},
+		{fmt.Errorf("pebble: file 000010: block 1/2: %w", pebble.ErrCorruption), "archive_integrity_corrupt", ExitPublic},
+		{fmt.Errorf("%w: x", archive.ErrRefused), "archive_refused", ExitLocal},
+		{&os.PathError{Op: "open", Path: "/secret/dir", Err: syscall.EACCES}, "archive_refused", ExitLocal},
+		{&os.PathError{Op: "open", Path: "/secret/dir", Err: syscall.EIO}, "archive_unavailable", ExitLocal},
+		{fmt.Errorf("pebble: file /secret/dir/000008.sst: %w", fmt.Errorf("%w: a store file has 2 hard links", archive.ErrCustody)),
+			"archive_custody", ExitLocal},
+	} {
+		e := inspectError(tc.err, "/secret/dir", archive.InspectReport{})
+		if e.Code != tc.code || e.Kind.ExitCode() != tc.exit {
+			t.Errorf("%v: got %s (exit %d), want %s (exit %d)", tc.err, e.Code, e.Kind.ExitCode(), tc.code, tc.exit)
+		}
+		if strings.Contains(e.Message, "/secret") || strings.Contains(e.Message, "000008") {
+			t.Errorf("%v: message %q reveals a path", tc.err, e.Message)
+		}
+	}
+	if e := inspectError(errors.New("mentions /secret/dir"), "/secret/dir", archive.InspectReport{}); strings.Contains(e.Message, "secret") {
+		t.Errorf("a message naming the directory was not replaced: %q", e.Message)
+	}
+}
+
+func TestInspectTextGolden(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 2, 16)
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"outbox", "archive", "inspect", "--directory", a.dir, "--database-id", inspectDB.String()},
+		strings.NewReader(""), &stdout, &stderr)
+	if code != ExitOK || stderr.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	got := regexp.MustCompile(`(?m)^(allocated bytes: +)\d+$`).ReplaceAllString(stdout.String(), "${1}<allocated>")
+	golden := filepath.Join("testdata", "inspect", "verified.golden")
+	if *updateInspectGolden {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("text output differs from %s:\n%s\nwant:\n%s", golden, got, want)
+	}
+}
+
+func TestInspectProgressOnlyOnTerminal(t *testing.T) {
+	t.Parallel()
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) || isTerminal(&bytes.Buffer{}) {
+		t.Fatal("a regular file or a buffer is not a terminal")
+	}
+	master, slave, err := openPTY()
+	if err != nil {
+		t.Skipf("no pseudo-terminal available: %v", err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	if !isTerminal(slave) {
+		t.Fatal("a pseudo-terminal is a terminal")
+	}
+	a := newTestArchive(t)
+	a.grow(t, 3, 10)
+	var stdout bytes.Buffer
+	code := Main(append([]string{"--output", "json", "outbox", "archive", "inspect"}, inspectArgs(a.dir, 1)...),
+		strings.NewReader(""), &stdout, slave)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stdout.String())
+	}
+	line, err := bufio.NewReader(master).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(line) != "inspect: 3 records, 1 pages" {
+		t.Fatalf("progress line %q", line)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair.
+func openPTY() (master, slave *os.File, err error) {
+	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fd := int(master.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		master.Close()
+		return nil, nil, err
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		master.Close()
+		return nil, nil, err
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		master.Close()
+		return nil, nil, err
+	}
+	return master, slave, nil
+}
