@@ -22,8 +22,8 @@
 // suffixes (riffdb_outbox_claim_duration_seconds_bucket, *_bytes, *_total),
 // and scope labels are dropped. Resource attributes appear once, as
 // target_info. Every histogram named "*.duration" gets DurationBuckets
-// (seconds) and every histogram named "*.lag" gets LagBuckets through Views;
-// the SDK's default boundaries are millisecond-shaped.
+// (seconds) through a View, because the SDK's default boundaries are
+// millisecond-shaped; other histograms keep the boundaries they advise.
 //
 // Exemplars: the meter provider uses the trace-based exemplar filter, so a
 // measurement recorded with the context of a sampled span carries its

@@ -44,22 +44,14 @@ const (
 
 // DurationBuckets are the explicit histogram bucket boundaries, in seconds,
 // that a View applies to every histogram instrument whose name ends in
-// ".duration". The SDK's default boundaries (0, 5, 10, … 10000) are shaped
-// for milliseconds and would put every second-valued observation into the
-// first bucket.
+// ".duration", overriding any boundaries the instrument advises. The SDK's
+// default boundaries (0, 5, 10, … 10000) are shaped for milliseconds and
+// would put every second-valued observation into the first bucket. Other
+// histograms (batch sizes, riffdb.outbox.delivery.lag) keep the boundaries
+// they advise with metric.WithExplicitBucketBoundaries.
 var DurationBuckets = []float64{
 	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
 	0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
-}
-
-// LagBuckets are the explicit histogram bucket boundaries, in seconds, that a
-// View applies to every histogram instrument whose name ends in ".lag" (for
-// example riffdb.outbox.delivery.lag, commit → archived). Lags can reach
-// minutes or hours while the archive is paused, so they extend further than
-// DurationBuckets.
-var LagBuckets = []float64{
-	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-	30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400,
 }
 
 // Errors returned by Setup and NewLogger.
@@ -183,9 +175,6 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 			sdkmetric.NewView(
 				sdkmetric.Instrument{Name: "*.duration", Kind: sdkmetric.InstrumentKindHistogram},
 				sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: DurationBuckets}}),
-			sdkmetric.NewView(
-				sdkmetric.Instrument{Name: "*.lag", Kind: sdkmetric.InstrumentKindHistogram},
-				sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: LagBuckets}}),
 		))
 
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{

@@ -174,22 +174,35 @@ func TestMetricsHandlerServesSecondBucketsWithExemplars(t *testing.T) {
 	}
 }
 
-func TestLagHistogramsGetLagBuckets(t *testing.T) {
+func TestOtherHistogramsKeepAdvisedBuckets(t *testing.T) {
 	tel, _ := setup(t, telemetry.Config{SampleRatio: 1})
-	h, err := tel.MeterProvider.Meter("test").Float64Histogram("riffdb.outbox.delivery.lag", metric.WithUnit("s"))
+	m := tel.MeterProvider.Meter("test")
+	lag, err := m.Float64Histogram("riffdb.outbox.delivery.lag", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(1, 60, 3600))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Record(context.Background(), 90)
-	body, _ := scrape(t, tel.MetricsHandler, false)
-	last := telemetry.LagBuckets[len(telemetry.LagBuckets)-1]
-	want := `riffdb_outbox_delivery_lag_seconds_bucket{le="` + strconv.FormatFloat(last, 'g', -1, 64) + `"} 1`
-	if !strings.Contains(body, want) {
-		t.Errorf("scrape lacks %q:\n%s", want, grepLines(body, "riffdb_"))
+	lag.Record(context.Background(), 90)
+	// Advice on a *.duration histogram is overridden by DurationBuckets.
+	dur, err := m.Float64Histogram("riffdb.command.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(1, 60, 3600))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(body, `riffdb_outbox_delivery_lag_seconds_bucket{le="60"} 0`) ||
-		!strings.Contains(body, `riffdb_outbox_delivery_lag_seconds_bucket{le="120"} 1`) {
-		t.Errorf("90 s not between the 60 and 120 buckets:\n%s", grepLines(body, "riffdb_"))
+	dur.Record(context.Background(), 0.2)
+	body, _ := scrape(t, tel.MetricsHandler, false)
+	for _, want := range []string{
+		`riffdb_outbox_delivery_lag_seconds_bucket{le="60"} 0`,
+		`riffdb_outbox_delivery_lag_seconds_bucket{le="3600"} 1`,
+		`riffdb_command_duration_seconds_bucket{le="0.25"} 1`,
+		`riffdb_command_duration_seconds_bucket{le="0.1"} 0`,
+	} {
+		if !strings.Contains(body, "\n"+want) {
+			t.Errorf("scrape lacks %q:\n%s", want, grepLines(body, "riffdb_"))
+		}
+	}
+	if strings.Contains(body, `riffdb_command_duration_seconds_bucket{le="60"}`) {
+		t.Error("advice overrode DurationBuckets on a *.duration histogram")
 	}
 }
 
