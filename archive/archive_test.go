@@ -114,7 +114,7 @@ func TestRealDirectoryRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = archive.Open(ctx, open, archive.Options{Database: db, QuotaEncodedBytes: 1 << 20})
-	if archive.Classify(err) != archive.ClassRefused || strings.Contains(err.Error(), base) {
+	if archive.Classify(err) != archive.ClassRefused || !errors.Is(err, archive.ErrRefused) || !errors.Is(err, archive.ErrCustody) || strings.Contains(err.Error(), base) {
 		t.Fatalf("Open of a 0755 directory: %v", err)
 	}
 	if names, _ := os.ReadDir(open); len(names) != 0 {

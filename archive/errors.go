@@ -195,7 +195,8 @@ func mapError(op string, err error) error {
 		}
 	}
 	if errors.Is(err, ErrCustody) || errors.Is(err, ErrUnsupportedPlatform) {
-		return err
+		// Custody messages name roles, never paths; keep them for operators.
+		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	switch {
 	case isPebbleCorruption(err):

@@ -3,7 +3,6 @@ package archive
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -158,9 +157,6 @@ func sameFiles(a, b map[string][]byte) error {
 	return nil
 }
 
-func isClass(err error, c Class) bool { return err != nil && Classify(err) == c }
-
-var _ = errors.Is
 
 // silentPebbleLogger silences Pebble's informational logs in direct test opens.
 type silentPebbleLogger struct{}

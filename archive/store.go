@@ -523,8 +523,10 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 // (ErrCapacity); then the record and the updated accounting are committed in
 // one batch with pebble.Sync, so both are durable together or not at all.
 // The commit runs in its own goroutine bounded by TxnTimeout: a fatal
-// storage error or a timeout marks the store unusable and returns
-// ErrUnavailable promptly.
+// storage error, a timeout, or ctx ending while the commit is in flight
+// marks the store unusable (its outcome is unknown; a retry after reopening
+// is a Duplicate or a Stored) and returns ErrUnavailable promptly. Accept
+// blocks for at most about TxnTimeout per storage call.
 func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out Outcome, err error) {
 	start := s.clock()
 	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(
