@@ -157,7 +157,6 @@ func sameFiles(a, b map[string][]byte) error {
 	return nil
 }
 
-
 // silentPebbleLogger silences Pebble's informational logs in direct test opens.
 type silentPebbleLogger struct{}
 
