@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +47,9 @@ directory, and a development token printed with a ready-to-paste curl command.`,
 				cfg, token, err = server.DevSetup(devDir, getenv, o)
 			} else {
 				cfg, err = config.Load(configPath, getenv, o)
+			}
+			if errors.Is(err, config.ErrUnreadable) {
+				return Local("config_unreadable", "%v", err)
 			}
 			if err != nil {
 				return Local("invalid_config", "%v", err)
