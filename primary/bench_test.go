@@ -1,0 +1,117 @@
+package primary_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/riffdb/riffdb/primary"
+)
+
+// parallelism returns the SetParallelism factor that yields about n goroutines.
+func parallelism(n int) int { return max(1, n/runtime.GOMAXPROCS(0)) }
+
+// BenchmarkCommit measures durable command commits on a real directory with
+// 1 and 64 concurrent clients (group commit), and 16-event commits (the
+// cheapest way to create many pending intents: 1,000,000 intents take
+// 62,500 such commits).
+func BenchmarkCommit(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		clients int
+		cmd     string
+		input   string
+	}{
+		{"clients=1", 1, "place_order", `{"order_id":"o-1","amount_cents":1250}`},
+		{"clients=64", 64, "place_order", `{"order_id":"o-1","amount_cents":1250}`},
+		{"clients=64/events=16", 64, "bulk", `{"x":1}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			db, err := primary.Open(context.Background(), primary.Options{Path: filepath.Join(b.TempDir(), "db"), Contract: compile(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			in := json.RawMessage(bc.input)
+			b.SetParallelism(parallelism(bc.clients))
+			b.ResetTimer()
+			if bc.clients == 1 {
+				for b.Loop() {
+					if _, err := db.Execute(context.Background(), bc.cmd, in, ""); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := db.Execute(context.Background(), bc.cmd, in, ""); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkRawFdatasync is the disk's floor: append 128 bytes and fdatasync,
+// in the same kind of directory as BenchmarkCommit.
+func BenchmarkRawFdatasync(b *testing.B) {
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "raw"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 128)
+	for b.Loop() {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPebbleSyncedBatch64 is bare Pebble's group commit: 64 goroutines
+// committing small synced batches.
+func BenchmarkPebbleSyncedBatch64(b *testing.B) {
+	db, err := pebble.Open(filepath.Join(b.TempDir(), "bare"), &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var n atomic.Uint64
+	val := make([]byte, 128)
+	b.SetParallelism(parallelism(64))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			bt := db.NewBatch()
+			k := binary.BigEndian.AppendUint64([]byte("k"), n.Add(1))
+			_ = bt.Set(k, val, nil)
+			_ = bt.Set(append(k, 'i'), val[:32], nil)
+			if err := bt.Commit(pebble.Sync); err != nil {
+				b.Error(err)
+			}
+			_ = bt.Close()
+		}
+	})
+}
+
+// quietLogger drops Pebble's informational logging; fatal errors panic.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)           {}
+func (quietLogger) Errorf(string, ...any)          {}
+func (quietLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
