@@ -1,3 +1,5 @@
+//go:build unix
+
 package capability
 
 import (
@@ -33,13 +35,6 @@ const (
 	lockFile  = "lock"
 )
 
-// TokenPrefix starts every token, so that leaked tokens are recognizable.
-const TokenPrefix = "riffdb_"
-
-// DefaultRefreshInterval is how often, at most, Authenticate checks whether
-// another process changed the store file.
-const DefaultRefreshInterval = 250 * time.Millisecond
-
 const (
 	keySize      = 32
 	tokenBytes   = 32
@@ -49,16 +44,6 @@ const (
 )
 
 var aliasPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
-
-// Options tunes a Store. The zero value selects the defaults.
-type Options struct {
-	// Now is the clock for creation times and refresh throttling
-	// (default time.Now).
-	Now func() time.Time
-	// RefreshInterval bounds how often Authenticate stats the store file
-	// (default DefaultRefreshInterval).
-	RefreshInterval time.Duration
-}
 
 // Store is a credential store in one directory. It is safe for concurrent
 // use by many goroutines, and by several processes sharing the directory
