@@ -1,0 +1,53 @@
+// Package loadtest is riffdb's traced load generator: it drives a command
+// endpoint of a local riffdb primary and reports throughput, latency
+// percentiles and the slowest requests with their trace ids.
+//
+// # Model
+//
+// Every request runs the command Config.Command on Config.Database with a
+// unique input (Config.InputTemplate with {{n}} replaced by the request's
+// sequence number and {{run}} by the run id) and a unique idempotency key
+// ("lt-<run>-<n>"), so every request is a real commit and never a replay.
+//
+// Two load shapes are offered:
+//
+//   - Closed loop (Rate == 0): Concurrency workers each send one request,
+//     wait for its response and send the next. Latency is measured from the
+//     moment the request is sent. A closed loop slows down with the server
+//     and therefore understates tail latency (coordinated omission).
+//   - Open loop (Rate > 0): request n is due at start + n/Rate, whatever the
+//     server does; at most Concurrency requests are in flight, and a request
+//     that has to wait for a free slot waits in a queue. Latency is measured
+//     from the intended send time, so the queueing a slow server causes is
+//     counted instead of omitted. Prefer this mode for tail latencies.
+//
+// A run is bounded by Config.Requests and by Config.Duration (whichever ends
+// first) and stops by itself; requests already sent when the duration ends
+// complete (each is bounded by Config.RequestTimeout).
+//
+// # Tracing
+//
+// Each request has a root span "loadgen.request"; the HTTP client is wrapped
+// in otelhttp.NewTransport, which adds a client span and a W3C traceparent
+// header, so the server's spans (riffdb.http and riffdb.command) join the
+// same trace. Without Config.TracerProvider the run builds its own OTel SDK
+// tracer provider: with Config.OTLPEndpoint spans are exported via OTLP/gRPC
+// (flushed before Run returns), otherwise they are recorded only for their
+// ids, which the report prints next to the slowest requests. The load
+// generator is a tool, not a core package, so it may own an SDK provider; it
+// installs nothing global.
+//
+// # Safety
+//
+// The target (and the OTLP endpoint) must be a loopback address:
+// 127.0.0.0/8, ::1 or localhost. The address is checked before the run and
+// every dialed connection is checked again, so a name that resolves elsewhere
+// is refused too.
+//
+// # Measurement
+//
+// Latencies go into per-worker HDR histograms (1 µs to 5 min, 3 significant
+// digits) that are merged at the end; longer latencies are clamped to the
+// highest trackable value. Percentiles are therefore exact to 0.1 %, the
+// maximum and the slowest requests are exact.
+package loadtest

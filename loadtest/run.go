@@ -1,0 +1,296 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+)
+
+// ServiceName is the service.name of the spans of a run's own provider.
+const ServiceName = "riffdb-loadtest"
+
+// SpanName is the name of each request's root span.
+const SpanName = "loadgen.request"
+
+// maxResponseBytes bounds how much of a response body is read.
+const maxResponseBytes = 1 << 20
+
+// Run executes one load test described by cfg and returns its report. It
+// blocks until the run ends: after cfg.Requests requests, at cfg.Duration,
+// or when ctx ends. A configuration error (ErrInvalidConfig,
+// ErrNotLoopback) is returned before any request is sent. When ctx ends the
+// run, the report of the completed requests is returned with Interrupted set,
+// together with context.Cause(ctx). Failed requests are not errors of Run:
+// they are counted in the report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	s, err := cfg.validate()
+	if err != nil {
+		return Report{}, err
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		sdk, err := newProvider(ctx, s)
+		if err != nil {
+			return Report{}, err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := sdk.Shutdown(sctx); err != nil {
+				s.Logger.Warn("flushing spans failed", zap.Error(err))
+			}
+		}()
+		tp = sdk
+	}
+	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, tp)}
+	defer r.client.CloseIdleConnections()
+
+	rep := Report{Mode: "closed", LatencyFrom: "send", Target: s.target, RunID: s.runID,
+		Concurrency: s.Concurrency, Rate: s.Rate}
+	if !s.closed {
+		rep.Mode, rep.LatencyFrom = "open", "intended_send"
+	}
+	s.Logger.Info("load test starting", zap.String("mode", rep.Mode), zap.String("target", s.target),
+		zap.Int("requests", s.Requests), zap.Int("concurrency", s.Concurrency), zap.Float64("rate", s.Rate),
+		zap.Duration("duration", s.Duration), zap.String("run_id", s.runID))
+
+	start := time.Now()
+	recs := r.run(ctx, start)
+	elapsed := time.Since(start)
+	total := newRecorder()
+	for _, rec := range recs {
+		total.merge(rec)
+	}
+	total.fill(&rep, elapsed)
+	s.Logger.Info("load test done", zap.Int64("requests", rep.Requests), zap.Int64("errors", rep.Errors),
+		zap.Duration("elapsed", elapsed))
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+		return rep, context.Cause(ctx)
+	}
+	return rep, nil
+}
+
+// newProvider builds the run's own SDK tracer provider.
+func newProvider(ctx context.Context, s *settings) (*sdktrace.TracerProvider, error) {
+	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", ServiceName))),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.SampleRatio))),
+	}
+	if s.OTLPEndpoint != "" {
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(s.OTLPEndpoint), otlptracegrpc.WithInsecure())
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: OTLP exporter: %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(max(2*s.Requests, 2048))))
+	}
+	return sdktrace.NewTracerProvider(opts...), nil
+}
+
+// errNotLoopbackDial refuses a connection whose resolved address is not
+// loopback.
+var errNotLoopbackDial = errors.New("loadtest: refusing to connect to a non-loopback address")
+
+// newClient builds the HTTP client: loopback-only dialing, no proxy, no
+// redirects, and otelhttp for the client span and the traceparent header.
+func newClient(s *settings, tp trace.TracerProvider) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return errNotLoopbackDial
+		}
+		return nil
+	}}
+	base := &http.Transport{
+		Proxy:               nil,
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        s.Concurrency,
+		MaxIdleConnsPerHost: s.Concurrency,
+		IdleConnTimeout:     30 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{
+		Timeout: s.RequestTimeout,
+		Transport: otelhttp.NewTransport(base,
+			otelhttp.WithTracerProvider(tp),
+			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelhttp.WithPropagators(propagation.TraceContext{})),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+type runner struct {
+	s      *settings
+	tracer trace.Tracer
+	client *http.Client
+}
+
+type job struct {
+	seq      int64
+	intended time.Time
+}
+
+// run drives the loop and returns the workers' recorders.
+func (r *runner) run(ctx context.Context, start time.Time) []*recorder {
+	s := r.s
+	deadline := start.Add(s.Duration)
+	workers := s.Concurrency
+	if s.closed {
+		workers = min(workers, s.Requests)
+	}
+	recs := make([]*recorder, workers)
+	var wg sync.WaitGroup
+	if s.closed {
+		var next atomic.Int64
+		for w := range recs {
+			recs[w] = newRecorder()
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					seq := next.Add(1) - 1
+					if seq >= int64(s.Requests) {
+						return
+					}
+					now := time.Now()
+					if !now.Before(deadline) {
+						return
+					}
+					recs[w].record(r.do(ctx, seq, now))
+				}
+			})
+		}
+		wg.Wait()
+		return recs
+	}
+	jobs := make(chan job, workers)
+	for w := range recs {
+		recs[w] = newRecorder()
+		wg.Go(func() {
+			for j := range jobs {
+				recs[w].record(r.do(ctx, j.seq, j.intended))
+			}
+		})
+	}
+	r.schedule(ctx, start, deadline, jobs)
+	wg.Wait()
+	return recs
+}
+
+// schedule queues request n at start + n/Rate, for every n below Requests
+// whose due time is before deadline. It does not look at the clock to decide
+// which requests exist, only to wait for them, so a slow server delays
+// requests (and the delay is measured) but never removes them.
+func (r *runner) schedule(ctx context.Context, start, deadline time.Time, jobs chan<- job) {
+	defer close(jobs)
+	interval := float64(time.Second) / r.s.Rate
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for n := int64(0); n < int64(r.s.Requests); n++ {
+		due := start.Add(time.Duration(float64(n) * interval))
+		if !due.Before(deadline) {
+			break
+		}
+		if wait := time.Until(due); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case jobs <- job{seq: n, intended: due}:
+		}
+	}
+	if r.s.scheduled != nil {
+		r.s.scheduled()
+	}
+}
+
+// do sends request seq; its latency runs from since (the send time in the
+// closed loop, the intended send time in the open loop).
+func (r *runner) do(ctx context.Context, seq int64, since time.Time) outcome {
+	s := r.s
+	ctx, span := r.tracer.Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.Int64("loadgen.seq", seq), attribute.String("riffdb.database", s.Database),
+			attribute.String("riffdb.command", s.Command)))
+	o := outcome{seq: seq, traceID: span.SpanContext().TraceID().String(), sampled: span.SpanContext().IsSampled()}
+	defer span.End()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(s.body(seq)))
+	if err != nil { // the URL was validated, so this is not expected
+		o.failure, o.latency = "transport", time.Since(since)
+		span.SetStatus(codes.Error, err.Error())
+		return o
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		o.failure = transportKey(ctx, err)
+		span.RecordError(err)
+		span.SetStatus(codes.Error, o.failure)
+		s.Logger.Debug("request failed", zap.Int64("seq", seq), zap.String("trace_id", o.traceID), zap.Error(err))
+		o.latency = time.Since(since)
+		return o
+	}
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	_ = resp.Body.Close()
+	o.status = resp.StatusCode
+	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	switch {
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		o.failure = statusKey(resp.StatusCode)
+		span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(resp.StatusCode))
+		s.Logger.Debug("request refused", zap.Int64("seq", seq), zap.Int("status", resp.StatusCode),
+			zap.String("trace_id", o.traceID))
+	case rerr != nil:
+		o.failure = transportKey(ctx, rerr)
+		span.SetStatus(codes.Error, o.failure)
+	default:
+		var cr struct {
+			Replayed bool `json:"replayed"`
+		}
+		if json.Unmarshal(body, &cr) == nil {
+			o.replayed = cr.Replayed
+		}
+	}
+	o.latency = time.Since(since)
+	return o
+}
+
+// transportKey classifies a failure without an HTTP status.
+func transportKey(ctx context.Context, err error) string {
+	var ne net.Error
+	switch {
+	case ctx.Err() != nil:
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "transport"
+}
