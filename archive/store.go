@@ -37,6 +37,9 @@ const instrumentationName = "github.com/riffdb/riffdb/archive"
 // Options configure Open. Zero values mean defaults, except
 // QuotaEncodedBytes, which must be positive.
 type Options struct {
+	// Alias is the database alias, put on every metric and span as
+	// riffdb.database so that the archives of several databases stay apart.
+	Alias string
 	// Database is the binding: a new archive is bound to it, an existing one
 	// must be bound to it (ErrBindingChanged otherwise).
 	Database event.DatabaseID
@@ -112,6 +115,7 @@ type core struct {
 type Store struct {
 	core
 	dir, storeDir string
+	dbAttr        attribute.KeyValue // riffdb.database=<alias> on every metric and span
 	fs            vfs.FS
 	realFS        bool
 	quota         int64
@@ -323,7 +327,7 @@ func (s *Store) initMeta(ctx context.Context, database event.DatabaseID) error {
 		}); err != nil {
 			return err
 		}
-		s.log.Info("archive created", zap.String("database", database.String()))
+		s.log.Info("archive created", zap.String("database_id", database.String()))
 		m = meta{version: formatVersion, binding: database}
 	} else if err != nil {
 		return err
@@ -530,6 +534,7 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out Outcome, err error) {
 	start := s.clock()
 	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(
+		s.dbAttr,
 		attribute.String("riffdb.event.id", key.Event.String()),
 		attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
 		attribute.Int("riffdb.event.bytes", len(record)),
@@ -543,12 +548,13 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 			result = "refused"
 		}
 		if err == nil || result == "refused" {
-			s.accepted.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+			s.accepted.Add(ctx, 1, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
 		}
-		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds())
+		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), metric.WithAttributes(s.dbAttr))
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, Classify(err).String())
+			span.SetAttributes(attribute.String("error.type", Classify(err).String()))
 		} else {
 			span.SetAttributes(attribute.String("riffdb.archive.outcome", out.String()))
 		}
@@ -614,6 +620,20 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	return Stored, nil
 }
 
+// Metrics returns the storage engine's metrics, or nil when the store is
+// closed, unusable, or busy with a transaction (a metrics scrape never waits
+// for one). It does no I/O and is safe to call concurrently.
+func (s *Store) Metrics() *pebble.Metrics {
+	if !s.mu.TryLock() {
+		return nil
+	}
+	defer s.mu.Unlock()
+	if s.usable() != nil || s.db == nil {
+		return nil
+	}
+	return s.db.Metrics()
+}
+
 // checkFreeSpace is the free-space guard: Pebble blocks forever on a full
 // disk, so a write is refused while it would leave less than MinFreeBytes.
 func (s *Store) checkFreeSpace(charge int64) error {
@@ -638,17 +658,18 @@ func (s *Store) checkFreeSpace(charge int64) error {
 // as does a repetition of a key earlier in the group: neither writes
 // anything. Fit writes nothing.
 func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n int, err error) {
-	ctx, span := s.tracer.Start(ctx, "riffdb.archive.quota.check", trace.WithAttributes(attribute.Int("riffdb.group.size", len(keys))))
+	ctx, span := s.tracer.Start(ctx, "riffdb.archive.quota.check", trace.WithAttributes(s.dbAttr, attribute.Int("riffdb.group.size", len(keys))))
 	defer func() {
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, Classify(err).String())
+			span.SetAttributes(attribute.String("error.type", Classify(err).String()))
 		} else {
 			result := "fits"
 			if n < len(keys) {
 				result = "does_not_fit"
 			}
-			s.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+			s.decisions.Add(ctx, 1, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
 			span.SetAttributes(attribute.Int("riffdb.group.fits", n))
 		}
 		span.End()
@@ -681,12 +702,22 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 			}
 		}
 		if used+charge > s.quota {
-			return i, nil
+			n = i
+			break
 		}
 		used += charge
 		seen[k] = struct{}{}
+		n = i + 1
 	}
-	return len(keys), nil
+	// The free-space guard applies to the group too: a run that the disk
+	// cannot hold does not fit, so a full filesystem pauses delivery before
+	// any attempt is spent, like a full quota.
+	if n > 0 {
+		if err := s.checkFreeSpace(used - s.acct.EncodedBytes); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // Usage returns the durable accounting, the quota and the allocated bytes,
@@ -796,6 +827,7 @@ func (s *Store) initTelemetry(opts Options) error {
 		mp = metricnoop.NewMeterProvider()
 	}
 	s.tracer = tp.Tracer(instrumentationName)
+	s.dbAttr = attribute.String("riffdb.database", opts.Alias)
 	m := mp.Meter(instrumentationName)
 	var err error
 	if s.txnDur, err = m.Float64Histogram("riffdb.archive.txn.duration", metric.WithUnit("s"),
@@ -822,8 +854,8 @@ func (s *Store) initTelemetry(opts Options) error {
 	}
 	s.gaugeInit = func() (metric.Registration, error) {
 		return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-			o.ObserveInt64(used, s.encoded.Load())
-			o.ObserveInt64(limit, s.quota)
+			o.ObserveInt64(used, s.encoded.Load(), metric.WithAttributes(s.dbAttr))
+			o.ObserveInt64(limit, s.quota, metric.WithAttributes(s.dbAttr))
 			return nil
 		}, used, limit)
 	}

@@ -96,7 +96,7 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 		metric.WithExplicitBucketBoundaries(LagBuckets...)); err != nil {
 		return nil, err
 	}
-	healthGauge, err := m.Int64ObservableGauge("riffdb.outbox.health", metric.WithUnit("1"),
+	healthGauge, err := m.Int64ObservableGauge("riffdb.outbox.health",
 		metric.WithDescription("Outbox health: 1 for the current state, 0 for the others, one series per state."))
 	if err != nil {
 		return nil, err
@@ -155,7 +155,10 @@ func links(members []primary.Intent) []trace.Link {
 	return out
 }
 
-func (w *Worker) claim(ctx context.Context, run []primary.Intent, lease time.Time) ([]primary.Intent, error) {
+// claim runs the claim transaction under a riffdb.outbox.claim span linked
+// to the members' commit spans. It returns a context carrying that span, so
+// that the members' lease renewals and archive transactions are its children.
+func (w *Worker) claim(ctx context.Context, run []primary.Intent, lease time.Time) (context.Context, []primary.Intent, error) {
 	in := w.inst
 	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.claim", trace.WithLinks(links(run)...),
 		trace.WithAttributes(in.db, attrBatch.Int(len(run)),
@@ -172,7 +175,7 @@ func (w *Worker) claim(ctx context.Context, run []primary.Intent, lease time.Tim
 		in.claimSize.Record(ctx, int64(len(claimed)), set)
 	}
 	endSpan(span, err, "claim_failed")
-	return claimed, err
+	return ctx, claimed, err
 }
 
 func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (primary.Intent, error) {

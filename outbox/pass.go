@@ -184,7 +184,7 @@ func (p *pass) load(run []primary.Intent) ([]event.Key, [][]byte, error) {
 }
 
 func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [][]byte) error {
-	claimed, err := p.w.claim(p.ctx, run, p.now().Add(Lease))
+	runCtx, claimed, err := p.w.claim(p.ctx, run, p.now().Add(Lease))
 	if err != nil {
 		if errors.Is(err, primary.ErrConflict) {
 			// The index moved under us (it should not: one worker per
@@ -199,12 +199,12 @@ func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [
 	for k := range claimed {
 		m := claimed[k]
 		if now := p.now(); !now.Before(m.LeaseDeadline) {
-			if m, err = p.w.renew(p.ctx, m, now.Add(Lease)); err != nil {
+			if m, err = p.w.renew(runCtx, m, now.Add(Lease)); err != nil {
 				return fmt.Errorf("outbox: renew lease: %w", err)
 			}
 			p.res.Renewed++
 		}
-		outcome, err := p.w.accept(p.ctx, keys[k], records[k], m)
+		outcome, err := p.w.accept(runCtx, keys[k], records[k], m)
 		if err != nil {
 			if ferr := p.flush(flushFailure); ferr != nil {
 				return ferr

@@ -54,6 +54,7 @@ var (
 // Options configures Open. The zero value of every field except Path and
 // Contract selects a default.
 type Options struct {
+	Alias            string               // database alias, for telemetry labels and logs
 	Path             string               // database directory; created 0700 if missing
 	Contract         *contract.Contract   // compiled commands
 	HistoryRetention uint64               // newest commits to keep; 0 keeps all
@@ -75,6 +76,7 @@ type Options struct {
 type DB struct {
 	opts   Options
 	log    *zap.Logger
+	alias  string
 	clock  func() time.Time
 	store  *pebble.DB
 	id     event.DatabaseID
@@ -144,6 +146,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db := &DB{
 		opts:   opts,
 		log:    opts.Logger,
+		alias:  opts.Alias,
 		clock:  opts.Clock,
 		failCh: make(chan struct{}),
 		ready:  make(chan struct{}),
@@ -223,7 +226,7 @@ func (db *DB) load() error {
 		}
 		db.id, db.incarn = id, 1
 		db.first.Store(1)
-		db.log.Info("primary database created", zap.String("database", id.String()))
+		db.log.Info("primary database created", zap.String("database_id", id.String()))
 		return nil
 	case err != nil:
 		return fmt.Errorf("primary: read identity: %w", err)

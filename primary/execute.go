@@ -38,13 +38,15 @@ type Commit struct {
 func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage, idempotencyKey string) (Commit, error) {
 	start := db.clock()
 	ctx, span := db.tel.tracer.Start(ctx, "riffdb.command", trace.WithAttributes(
-		attribute.String("riffdb.database", db.id.String()),
+		attribute.String("riffdb.database", db.alias),
+		attribute.String("riffdb.database.id", db.id.String()),
 		attribute.String("riffdb.command", command),
 	))
 	c, err := db.execute(ctx, command, input, idempotencyKey)
 	result := resultOf(c, err)
 	if err != nil {
 		span.SetStatus(codes.Error, result)
+		span.SetAttributes(attribute.String("error.type", result))
 		span.RecordError(err)
 	} else {
 		span.SetAttributes(
@@ -54,8 +56,13 @@ func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage
 		)
 	}
 	span.End()
+	label := command
+	if errors.Is(err, ErrUnknownCommand) {
+		label = "_unknown" // a caller's typo must not mint a new series
+	}
 	db.tel.duration.Record(context.WithoutCancel(ctx), db.clock().Sub(start).Seconds(), metric.WithAttributes(
-		attribute.String("riffdb.command", command),
+		attribute.String("riffdb.database", db.alias),
+		attribute.String("riffdb.command", label),
 		attribute.String("result", result),
 	))
 	return c, err

@@ -17,7 +17,7 @@ func TestCommandSpanMetricAndTraceParent(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	db, _ := setup(t, func(o *primary.Options) { o.TracerProvider = tp; o.MeterProvider = mp })
+	db, _ := setup(t, func(o *primary.Options) { o.TracerProvider = tp; o.MeterProvider = mp; o.Alias = "orders" })
 	c := exec(t, db, "two", `{"x":1}`, "")
 	if _, err := db.Execute(context.Background(), "nope", nil, ""); err == nil {
 		t.Fatal("unknown command accepted")
@@ -30,7 +30,7 @@ func TestCommandSpanMetricAndTraceParent(t *testing.T) {
 	for _, a := range spans[0].Attributes() {
 		attrs[string(a.Key)] = a.Value.String()
 	}
-	if attrs["riffdb.database"] != db.Identity().String() || attrs["riffdb.command"] != "two" ||
+	if attrs["riffdb.database"] != "orders" || attrs["riffdb.database.id"] != db.Identity().String() || attrs["riffdb.command"] != "two" ||
 		attrs["riffdb.commit.seq"] != "1" || attrs["riffdb.command.events"] != "2" {
 		t.Fatalf("span attributes = %v", attrs)
 	}
@@ -53,6 +53,12 @@ func TestCommandSpanMetricAndTraceParent(t *testing.T) {
 			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
 				r, _ := dp.Attributes.Value("result")
 				results[r.AsString()] += dp.Count
+				if d, _ := dp.Attributes.Value("riffdb.database"); d.AsString() != "orders" {
+					t.Fatalf("riffdb.command.duration without the database label: %v", dp.Attributes)
+				}
+				if c, _ := dp.Attributes.Value("riffdb.command"); c.AsString() == "nope" {
+					t.Fatal("an unknown command name became a metric label")
+				}
 			}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
@@ -171,6 +173,19 @@ func (d *archiveDestination) Usage() (archive.Usage, bool) {
 	d.usageMu.Lock()
 	defer d.usageMu.Unlock()
 	return d.lastUsage, d.haveUsage
+}
+
+// Metrics returns the open archive's engine metrics, or nil. It never waits
+// for an archive transaction (metrics are scraped).
+func (d *archiveDestination) Metrics() *pebble.Metrics {
+	if !d.mu.TryLock() {
+		return nil
+	}
+	defer d.mu.Unlock()
+	if d.store == nil {
+		return nil
+	}
+	return d.store.Metrics()
 }
 
 // Close closes the archive if it is open.

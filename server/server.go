@@ -50,6 +50,10 @@ type Server struct {
 	api, metrics     *http.Server
 
 	indexGate <-chan struct{}
+
+	background     sync.WaitGroup // watch goroutines
+	stopBackground context.CancelFunc
+
 	fatal     chan error
 	fatalOnce sync.Once
 	stopOnce  sync.Once
@@ -66,6 +70,8 @@ type database struct {
 	worker    *outbox.Worker      // nil without an outbox section
 	quota     int64
 	unobserve func() error
+
+	unobserveArchive func() error
 }
 
 // New opens every store and prepares the listeners. Nothing is served until
@@ -139,7 +145,7 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 	}
 	log := s.log.With(zap.String("database", dc.Alias))
 	db, err := primary.Open(ctx, primary.Options{
-		Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
+		Alias: dc.Alias, Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
 	})
 	if err != nil {
@@ -157,9 +163,14 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 	}
 	d.quota = dc.Outbox.QuotaEncodedBytes
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
-		Database: db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
+		Alias: dc.Alias, Database: db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})
+	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.dest.Metrics); err == nil {
+		d.unobserveArchive = un
+	} else {
+		log.Warn("archive pebble metrics unavailable", zap.Error(err))
+	}
 	d.worker, err = outbox.New(outbox.Options{
 		Alias: dc.Alias, Source: db, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
@@ -200,6 +211,12 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 		}
 	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopBackground = cancel
+	for _, d := range s.dbs {
+		s.background.Add(1)
+		go s.watch(bg, d)
+	}
 	go s.serve(s.api, s.apiLn, "api")
 	go s.serve(s.metrics, s.metricsLn, "metrics")
 	s.log.Info("riffdb ready", zap.String("listen", s.APIAddr()), zap.String("metrics_listen", s.MetricsAddr()),
@@ -220,8 +237,8 @@ func (s *Server) fail(err error) {
 	})
 }
 
-// Fatal is closed-over channel that yields an error when the server must stop
-// (a primary store failed, a listener died).
+// Fatal yields an error when the server must stop (a primary store failed,
+// a listener died).
 func (s *Server) Fatal() <-chan error { return s.fatal }
 
 // APIAddr is the address the API listens on.
@@ -238,6 +255,10 @@ func (s *Server) Stop(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		errs = append(errs, s.api.Shutdown(ctx), s.metrics.Shutdown(ctx))
+		if s.stopBackground != nil {
+			s.stopBackground()
+			s.background.Wait()
+		}
 		for _, d := range s.dbs {
 			if d.worker != nil {
 				errs = append(errs, d.worker.Stop(ctx), d.worker.Close())
@@ -262,6 +283,9 @@ func (s *Server) closeStores() error {
 		}
 		if d.unobserve != nil {
 			errs = append(errs, d.unobserve())
+		}
+		if d.unobserveArchive != nil {
+			errs = append(errs, d.unobserveArchive())
 		}
 		errs = append(errs, d.db.Close())
 	}
@@ -298,4 +322,35 @@ func (s *Server) database(alias string) *database {
 		}
 	}
 	return nil
+}
+
+// PruneInterval is how often a database with history_retention prunes.
+const PruneInterval = 10 * time.Second
+
+// watch stops the server when the database's primary store fails (it can no
+// longer promise durability) and, with history retention configured, prunes
+// history periodically below the undelivered low-water mark.
+func (s *Server) watch(ctx context.Context, d *database) {
+	defer s.background.Done()
+	var tick <-chan time.Time
+	if d.cfg.HistoryRetention > 0 {
+		t := time.NewTicker(PruneInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.db.Failed():
+			s.fail(fmt.Errorf("server: database %q: %w", d.alias, d.db.Err()))
+			return
+		case <-tick:
+			if n, err := d.db.Prune(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("history pruning failed", zap.String("database", d.alias), zap.Error(err))
+			} else if n > 0 {
+				s.log.Debug("history pruned", zap.String("database", d.alias), zap.Int("commits", n))
+			}
+		}
+	}
 }
