@@ -170,14 +170,13 @@ func (e *env) token(perms []string, database string) string {
 
 // proc is a running server.
 type proc struct {
-	t           *testing.T
-	cmd         *exec.Cmd
-	api         string
-	metrics     string
-	stderr      *syncBuffer
-	exited      chan struct{}
-	exitErr     error
-	exitStateMu sync.Mutex
+	t       *testing.T
+	cmd     *exec.Cmd
+	api     string
+	metrics string
+	stderr  *syncBuffer
+	exited  chan struct{}
+	exitErr error
 }
 
 type syncBuffer struct {
@@ -340,15 +339,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func containsAny(s string, subs ...string) bool {
-	for _, x := range subs {
-		if x != "" && strings.Contains(s, x) {
-			return true
-		}
-	}
-	return false
 }
 
 // setMode rewrites the [server] table's mode.
