@@ -148,9 +148,8 @@ func (c Config) validate() (*settings, error) {
 	if err != nil {
 		return nil, err
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/v1/databases/" + url.PathEscape(s.Database) +
+	s.target = strings.TrimRight(u.String(), "/") + "/v1/databases/" + url.PathEscape(s.Database) +
 		"/commands/" + url.PathEscape(s.Command)
-	s.target = u.String()
 	if c.TracerProvider == nil && c.OTLPEndpoint != "" {
 		host, _, err := net.SplitHostPort(c.OTLPEndpoint)
 		if err != nil {

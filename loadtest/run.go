@@ -36,6 +36,9 @@ const SpanName = "loadgen.request"
 // maxResponseBytes bounds how much of a response body is read.
 const maxResponseBytes = 1 << 20
 
+// maxQueued bounds the open loop's queue of due requests.
+const maxQueued = 1 << 16
+
 // Run executes one load test described by cfg and returns its report. It
 // blocks until the run ends: after cfg.Requests requests, at cfg.Duration,
 // or when ctx ends. A configuration error (ErrInvalidConfig,
@@ -185,7 +188,9 @@ func (r *runner) run(ctx context.Context, start time.Time) []*recorder {
 		wg.Wait()
 		return recs
 	}
-	jobs := make(chan job, workers)
+	// The queue holds every due request the workers have not taken yet, so
+	// the scheduler keeps to its timetable while the server is slow.
+	jobs := make(chan job, min(s.Requests, maxQueued))
 	for w := range recs {
 		recs[w] = newRecorder()
 		wg.Go(func() {
