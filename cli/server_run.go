@@ -89,7 +89,7 @@ riffdb is running with the embedded default configuration (data in %[1]s).
   token:    %[4]s   (saved in %[5]s)
 
 Try it:
-  curl -s -H "Authorization: Bearer $(cat %[5]s)" \
+  curl -s -H "Authorization: Bearer $(cat %[5]s)" -H 'Content-Type: application/json' \
     -d '{"input":{"order_id":"A-1","amount_cents":1250},"idempotency_key":"A-1"}' \
     http://%[2]s/v1/databases/default/commands/place_order
   curl -s -H "Authorization: Bearer $(cat %[5]s)" http://%[2]s/v1/stats
