@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/statsapi"
+	"github.com/riffdb/riffdb/telemetry"
 )
 
 // MaxRequestBytes bounds a command request body.
@@ -119,7 +121,7 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	commit, err := d.db.Execute(r.Context(), command, req.Input, req.IdempotencyKey)
 	if err != nil {
-		s.commandError(w, err)
+		s.commandError(r.Context(), w, err)
 		return
 	}
 	resp := CommandResponse{Database: alias, Command: command, CommitSequence: commit.Seq,
@@ -131,7 +133,7 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
-func (s *Server) commandError(w http.ResponseWriter, err error) {
+func (s *Server) commandError(ctx context.Context, w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, primary.ErrUnknownCommand):
 		statsapi.WriteError(w, http.StatusNotFound, "unknown_command", "the contract has no command with this name")
@@ -146,7 +148,7 @@ func (s *Server) commandError(w http.ResponseWriter, err error) {
 	case errors.Is(err, primary.ErrClosed):
 		statsapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
 	default:
-		s.log.Error("command failed", zap.Error(err))
+		telemetry.Logger(ctx, s.log).Error("command failed", zap.Error(err))
 		statsapi.WriteError(w, http.StatusInternalServerError, "internal", "the command failed; its outcome is unknown")
 	}
 }

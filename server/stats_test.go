@@ -328,3 +328,31 @@ func TestStatsReportsTheArchiveApartFromHistory(t *testing.T) {
 		t.Fatalf("history %v", h)
 	}
 }
+
+// TestStatsReadNoStore answers a stats request after every primary store
+// has been closed underneath the server: a stats request that iterated
+// history or the index, or read any key, would fail. The numbers must be
+// the ones served while the stores were open.
+func TestStatsReadNoStore(t *testing.T) {
+	ts := newTestServer(t, nil, false)
+	for i := 0; i < 5; i++ {
+		if _, err := ts.dbs[0].db.Execute(context.Background(), "put", json.RawMessage(`{"k":"x"}`), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := json.Marshal(ts.statsDoc(t))
+	for _, d := range ts.dbs {
+		if err := d.db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, _ := json.Marshal(ts.statsDoc(t))
+	if string(before) != string(after) {
+		t.Fatalf("stats changed once the stores were closed:\n%s\n%s", before, after)
+	}
+	var docs []map[string]any
+	_ = json.Unmarshal(after, &docs)
+	if p, ok := docs[0]["pending_outbox_deliveries"].(float64); !ok || p != 5 {
+		t.Fatalf("pending %v, want 5", docs[0]["pending_outbox_deliveries"])
+	}
+}
