@@ -63,12 +63,21 @@ type InspectReport struct {
 // or storage-engine corruption (the report is returned with a nil error in
 // the last three cases). Errors contain no paths and no payloads.
 func Inspect(ctx context.Context, dir string, db event.DatabaseID, maxPages int) (InspectReport, error) {
-	return inspect(ctx, dir, db, maxPages, nil)
+	return inspect(ctx, dir, db, maxPages, nil, nil)
+}
+
+// InspectWithProgress is Inspect that calls progress after every page it
+// examines (for a progress line on long inspections). progress runs on the
+// calling goroutine and must not block.
+func InspectWithProgress(ctx context.Context, dir string, db event.DatabaseID, maxPages int,
+	progress func(pages int, records int64)) (InspectReport, error) {
+	return inspect(ctx, dir, db, maxPages, nil, progress)
 }
 
 // inspect is Inspect with a filesystem seam: fs == nil is the real
 // filesystem with the custody audit.
-func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPages int, fs vfs.FS) (InspectReport, error) {
+func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPages int, fs vfs.FS,
+	progress func(pages int, records int64)) (InspectReport, error) {
 	rep := InspectReport{AllocatedBytes: -1}
 	if maxPages < 1 || maxPages > MaxInspectPages {
 		return rep, fmt.Errorf("%w: max pages must be 1..%d", ErrInvalidArgument, MaxInspectPages)
@@ -116,7 +125,7 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPage
 	defer lock.Close() // after the database below is closed
 
 	st := &engineState{log: zap.NewNop(), clock: time.Now}
-	c := &core{st: st, timeout: DefaultTxnTimeout}
+	c := &core{st: st, timeout: DefaultTxnTimeout, progress: progress}
 	o := pebbleOptions(st, fs, real)
 	o.ReadOnly, o.Lock, o.ErrorIfNotExists = true, lock, true
 	err = guarded(ctx, st, c.timeout, "opening the store read-only", false, func() error {

@@ -107,6 +107,8 @@ type core struct {
 	st      *engineState
 	binding event.DatabaseID
 	timeout time.Duration
+	// progress, when set, is called after every page a scan examines.
+	progress func(pages int, records int64)
 }
 
 // Store is an open archive. It is safe for concurrent use; writes are
@@ -467,6 +469,9 @@ func (c *core) scan(ctx context.Context, maxPages int) (scanTotals, error) {
 		}
 		t.records += int64(len(p.Records))
 		t.bytes += p.EncodedBytes
+		if c.progress != nil {
+			c.progress(t.pages, t.records)
+		}
 		if p.Next == nil {
 			t.complete = true
 			return t, nil

@@ -101,14 +101,19 @@ and no event payloads. This implementation requires Linux.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			rep, err := archive.Inspect(ctx, dir, id, maxPages)
+			var progress func(int, int64)
+			if stderr := cmd.ErrOrStderr(); isTerminal(stderr) {
+				// One line rewritten in place per page; a newline at the end.
+				progress = func(pages int, records int64) {
+					fmt.Fprintf(stderr, "\rinspect: %d records, %d pages", records, pages)
+				}
+				defer fmt.Fprintln(stderr)
+			}
+			rep, err := archive.InspectWithProgress(ctx, dir, id, maxPages, progress)
 			if err != nil {
 				return inspectError(err, dir, rep)
 			}
 			res := newInspectResult(rep)
-			if isTerminal(cmd.ErrOrStderr()) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "inspect: %d records, %d pages\n", rep.ScannedRecords, rep.PagesExamined)
-			}
 			switch rep.Integrity {
 			case archive.IntegrityMismatch, archive.IntegrityCorrupt:
 				return &Error{Kind: KindPublic, Code: "archive_integrity_" + rep.Integrity, Result: res,
