@@ -78,7 +78,8 @@ func TestParseHistogramRejectsMalformedSeries(t *testing.T) {
 // between benchmark runs.
 func TestHarnessDrainsPreloadedEvents(t *testing.T) {
 	in := newInstall(t, 1, "")
-	in.preload(t, 2*eventsPerBulk)
+	const preloaded = 2*eventsPerBulk + 3 // two bulk commands and three one-event commands
+	in.preload(t, preloaded)
 	s := in.start(t)
 	defer stop(t, s)
 	if _, err := waitPending(s, in.token, pollEvery, time.Minute, func(n uint64) bool { return n == 0 }); err != nil {
@@ -88,8 +89,8 @@ func TestHarnessDrainsPreloadedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.count() != 2*eventsPerBulk {
-		t.Fatalf("lag observations after the drain = %v, want %d", before.count(), 2*eventsPerBulk)
+	if before.count() != preloaded {
+		t.Fatalf("lag observations after the drain = %v, want %d", before.count(), preloaded)
 	}
 	if err := openLoop(s, in.token, 1000, 10); err != nil {
 		t.Fatal(err)

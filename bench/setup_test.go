@@ -76,9 +76,10 @@ func newInstall(tb testing.TB, ratio float64, otlp string) *install {
 	return &install{root: root, cfg: cfg, token: token}
 }
 
-// preload commits events (rounded up to whole bulk commands) straight into
-// the installation's primary store with 64 concurrent committers, while no
-// server runs; the server opened afterwards finds them pending.
+// preload commits exactly events events straight into the installation's
+// primary store with 64 concurrent committers, while no server runs (16-event
+// bulk commands, then one-event commands for the remainder); the server
+// opened afterwards finds them pending.
 func (in *install) preload(tb testing.TB, events int) {
 	tb.Helper()
 	c, err := contract.Compile([]byte(benchContract))
@@ -90,14 +91,18 @@ func (in *install) preload(tb testing.TB, events int) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	commands := int64((events + eventsPerBulk - 1) / eventsPerBulk)
+	bulk, commands := int64(events/eventsPerBulk), int64(events/eventsPerBulk+events%eventsPerBulk)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, committers)
 	for range committers {
 		wg.Go(func() {
 			for i := next.Add(1); i <= commands; i = next.Add(1) {
-				if _, err := db.Execute(ctx, "bulk", json.RawMessage(fmt.Sprintf(`{"x":%d}`, i)), ""); err != nil {
+				name, in := "bulk", fmt.Sprintf(`{"x":%d}`, i)
+				if i > bulk {
+					name, in = "place_order", fmt.Sprintf(`{"order_id":"p-%d","amount_cents":1}`, i)
+				}
+				if _, err := db.Execute(ctx, name, json.RawMessage(in), ""); err != nil {
 					errs <- err
 					return
 				}

@@ -1,0 +1,260 @@
+// Command benchreport reads `go test -bench` output (of ./primary,
+// ./archive and ./bench, in any order, possibly with -count > 1) and prints
+// riffdb's benchmark report: each measured value, its same-run baseline, the
+// ratio and the target it is held against.
+//
+//	go test -run '^$' -bench . ./primary/ ./archive/ ./bench/ | benchreport
+//	benchreport bench-output.txt …
+//
+// A benchmark that ran several times (-count) contributes the median of its
+// runs. Targets are reported, never enforced: the exit status is 0 whether
+// or not they are met (these machines are noisy), and non-zero only when the
+// input cannot be read or holds no benchmark result at all.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	var in io.Reader = os.Stdin
+	if len(os.Args) > 1 {
+		var rs []io.Reader
+		for _, p := range os.Args[1:] {
+			f, err := os.Open(p)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "benchreport:", err)
+				os.Exit(2)
+			}
+			defer f.Close()
+			rs = append(rs, f)
+		}
+		in = io.MultiReader(rs...)
+	}
+	res, err := parse(in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(2)
+	}
+	if len(res) == 0 {
+		fmt.Fprintln(os.Stderr, "benchreport: the input holds no benchmark result")
+		os.Exit(1)
+	}
+	write(os.Stdout, report(res))
+}
+
+// results maps "package.Benchmark/sub" (package is the last element of the
+// import path, the -GOMAXPROCS suffix removed) to unit → every value seen.
+type results map[string]map[string][]float64
+
+// parse reads benchmark output. "pkg:" lines name the package of the
+// benchmark lines that follow.
+func parse(r io.Reader) (results, error) {
+	res := results{}
+	pkg := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = p[strings.LastIndexByte(p, '/')+1:]
+			continue
+		}
+		if !strings.HasPrefix(line, "Benchmark") {
+			continue
+		}
+		f := strings.Fields(line)
+		// name N (value unit)+
+		if len(f) < 4 || len(f)%2 != 0 {
+			continue // a benchmark's name printed alone, or its log output
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		key := pkg + "." + name
+		if res[key] == nil {
+			res[key] = map[string][]float64{}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("benchmark %s: value %q: %w", key, f[i], err)
+			}
+			res[key][f[i+1]] = append(res[key][f[i+1]], v)
+		}
+	}
+	return res, sc.Err()
+}
+
+// get returns the median of a benchmark's unit, or NaN when absent.
+func (r results) get(key, unit string) float64 {
+	vs := r[key][unit]
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// perSecond is 1e9 / ns/op: operations per second.
+func (r results) perSecond(key string) float64 { return 1e9 / r.get(key, "ns/op") }
+
+// runs is the number of runs a benchmark contributed.
+func (r results) runs(key string) int { return len(r[key]["ns/op"]) }
+
+// row is one line of the report. A row with a target compares ratio with
+// it: at least the target when atLeast, at most otherwise.
+type row struct {
+	section        string
+	measure        string
+	value          float64
+	unit           string
+	baselineName   string
+	baseline       float64
+	ratio          float64
+	target         float64
+	atLeast, ruled bool
+}
+
+func ratioRow(section, measure, unit string, value float64, baseName string, base float64, target float64, atLeast bool) row {
+	return row{section: section, measure: measure, value: value, unit: unit, baselineName: baseName, baseline: base,
+		ratio: value / base, target: target, atLeast: atLeast, ruled: true}
+}
+
+func infoRow(section, measure, unit string, value float64) row {
+	return row{section: section, measure: measure, value: value, unit: unit, ratio: math.NaN(), baseline: math.NaN()}
+}
+
+// report computes the rows from the results.
+func report(r results) []row {
+	var rows []row
+	// 1. Commit throughput (primary).
+	c1, c64 := r.perSecond("primary.Commit/clients=1"), r.perSecond("primary.Commit/clients=64")
+	raw, peb := r.perSecond("primary.RawFdatasync"), r.perSecond("primary.PebbleSyncedBatch64")
+	rows = append(rows,
+		infoRow("1 commit", "raw fdatasync loop", "ops/s", raw),
+		infoRow("1 commit", "pebble 64-writer synced batches", "ops/s", peb),
+		ratioRow("1 commit", "commits, 1 client", "commits/s", c1, "raw fdatasync", raw, math.NaN(), true),
+		ratioRow("1 commit", "commits, 64 clients", "commits/s", c64, "commits, 1 client", c1, 15, true),
+		ratioRow("1 commit", "commits, 64 clients", "commits/s", c64, "pebble 64 writers", peb, 0.7, true),
+		infoRow("1 commit", "16-event commits, 64 clients", "events/s",
+			16*r.perSecond("primary.Commit/clients=64/events=16")),
+	)
+	// 2. Archive acceptance and inspection.
+	acc, araw := r.get("archive.Accept", "events/s"), r.get("archive.RawFdatasync", "events/s")
+	rss10k, rss1m := r.get("archive.InspectRSS/records=10000", "rss_MiB"), r.get("archive.InspectRSS/records=1000000", "rss_MiB")
+	rows = append(rows,
+		infoRow("2 archive", "raw fdatasync loop (1 KiB)", "events/s", araw),
+		ratioRow("2 archive", "accepts, 1 writer", "events/s", acc, "raw fdatasync", araw, 0.9, true),
+		infoRow("2 archive", "inspect in process, 5k records", "records/s", r.get("archive.Inspect", "records/s")),
+		infoRow("2 archive", "inspect CLI, 10k records (full)", "records/s", r.get("archive.InspectRSS/records=10000", "records/s")),
+		infoRow("2 archive", "inspect CLI, 1M records (256 pages)", "records/s", r.get("archive.InspectRSS/records=1000000", "records/s")),
+		infoRow("2 archive", "inspect peak RSS, 10k records", "MiB", rss10k),
+		ratioRow("2 archive", "inspect peak RSS, 1M records", "MiB", rss1m, "peak RSS, 10k", rss10k, 1.5, false),
+		infoRow("2 archive", "inspect peak RSS, 1M records, 1 page", "MiB", r.get("archive.InspectRSS/records=1000000/pages=1", "rss_MiB")),
+	)
+	// 3. Delivery.
+	draw := r.get("bench.DeliveryRawFdatasync", "events/s")
+	off, on, otlp := r.get("bench.Delivery/telemetry=off", "events/s"), r.get("bench.Delivery/trace=1", "events/s"),
+		r.get("bench.Delivery/trace=1+otlp", "events/s")
+	rows = append(rows,
+		infoRow("3 delivery", "raw fdatasync loop", "events/s", draw),
+		ratioRow("3 delivery", "delivered, tracing off", "events/s", off, "raw fdatasync", draw, 0.8, true),
+		ratioRow("3 delivery", "delivered, sampling 1 (default)", "events/s", on, "raw fdatasync", draw, 0.8, true),
+		infoRow("3 delivery", "latency load (half the drain rate)", "events/s", r.get("bench.DeliveryLatency", "offered_events/s")),
+		infoRow("3 delivery", "commit→archived p50", "ms", r.get("bench.DeliveryLatency", "p50_ms")),
+		infoRow("3 delivery", "commit→archived p99", "ms", r.get("bench.DeliveryLatency", "p99_ms")),
+	)
+	// 4. Stats latency.
+	s100, s1m := r.get("bench.Stats/pending=100", "p50_ms"), r.get("bench.Stats/pending=1000000", "p50_ms")
+	q100, q1m := r.get("bench.Stats/pending=100", "p99_ms"), r.get("bench.Stats/pending=1000000", "p99_ms")
+	rows = append(rows,
+		infoRow("4 stats", "GET /v1/stats p50, 100 pending", "ms", s100),
+		ratioRow("4 stats", "GET /v1/stats p50, 1M pending", "ms", s1m, "p50, 100 pending", s100, 1.5, false),
+		infoRow("4 stats", "GET /v1/stats p99, 100 pending", "ms", q100),
+		ratioRow("4 stats", "GET /v1/stats p99, 1M pending", "ms", q1m, "p99, 100 pending", q100, 1.5, false),
+	)
+	// 5. Tracing overhead.
+	rows = append(rows,
+		ratioRow("5 tracing", "delivered, sampling 1, no export", "events/s", on, "tracing off", off, 0.9, true),
+		ratioRow("5 tracing", "delivered, sampling 1, OTLP export", "events/s", otlp, "tracing off", off, 0.9, true),
+	)
+	return rows
+}
+
+// write prints the rows as an aligned table.
+func write(w io.Writer, rows []row) {
+	tab := [][]string{{"section", "measure", "value", "unit", "baseline", "ratio", "target", "verdict"}}
+	for _, rw := range rows {
+		line := []string{rw.section, rw.measure, num(rw.value), rw.unit, "", "", "", ""}
+		if rw.baselineName != "" {
+			line[4] = rw.baselineName + " " + num(rw.baseline)
+			line[5] = "n/a"
+			if !math.IsNaN(rw.ratio) && !math.IsInf(rw.ratio, 0) {
+				line[5] = num(rw.ratio) + "×"
+			}
+		}
+		if rw.ruled && !math.IsNaN(rw.target) {
+			op := "≥"
+			if !rw.atLeast {
+				op = "≤"
+			}
+			line[6] = op + " " + num(rw.target) + "×"
+			switch {
+			case math.IsNaN(rw.ratio) || math.IsInf(rw.ratio, 0):
+				line[7] = "not measured"
+			case rw.atLeast == (rw.ratio >= rw.target):
+				line[7] = "meets"
+			default:
+				line[7] = "MISSES"
+			}
+		}
+		tab = append(tab, line)
+	}
+	widths := make([]int, len(tab[0]))
+	for _, l := range tab {
+		for i, c := range l {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	for _, l := range tab {
+		var b strings.Builder
+		for i, c := range l {
+			b.WriteString(c)
+			if i < len(l)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-len([]rune(c))+2))
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// num formats a value with three significant digits (whole numbers from
+// 1000 on); NaN is "n/a".
+func num(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "n/a"
+	case math.Abs(v) >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+pkg: github.com/riffdb/riffdb/primary
+BenchmarkCommit/clients=1-2      	    2000	   1000000 ns/op
+BenchmarkCommit/clients=1-2      	    2000	   3000000 ns/op
+BenchmarkCommit/clients=1-2      	    2000	   2000000 ns/op
+BenchmarkCommit/clients=64-2     	    2000	     50000 ns/op
+BenchmarkRawFdatasync-2          	    2000	    250000 ns/op
+BenchmarkPebbleSyncedBatch64-2   	    2000	     25000 ns/op
+PASS
+pkg: github.com/riffdb/riffdb/archive
+BenchmarkAccept-2                	    3000	    500000 ns/op	      2000 events/s	     120 B/op	       3 allocs/op
+BenchmarkRawFdatasync-2          	    3000	    250000 ns/op	      4000 events/s
+BenchmarkInspectRSS/records=10000-2   3   70000000 ns/op   140000 records/s   50.00 rss_MiB
+BenchmarkInspectRSS/records=1000000-2 3  300000000 ns/op   210000 records/s   60.00 rss_MiB
+pkg: github.com/riffdb/riffdb/bench
+BenchmarkStats
+BenchmarkStats/pending=100-2     2000  68789 ns/op  0.040 p50_ms  0.5 p99_ms  100 pending
+BenchmarkStats/pending=1000000-2 2000  68789 ns/op  0.080 p50_ms  0.6 p99_ms  1000000 pending
+`
+
+func TestParseTakesMediansPerPackage(t *testing.T) {
+	r, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get("primary.Commit/clients=1", "ns/op"); got != 2000000 {
+		t.Fatalf("median of three runs = %v, want 2e6", got)
+	}
+	if r.runs("primary.Commit/clients=1") != 3 {
+		t.Fatalf("runs = %d", r.runs("primary.Commit/clients=1"))
+	}
+	// The same benchmark name in two packages stays apart.
+	if p, a := r.get("primary.RawFdatasync", "ns/op"), r.get("archive.RawFdatasync", "events/s"); p != 250000 || a != 4000 {
+		t.Fatalf("primary raw %v, archive raw %v", p, a)
+	}
+	if got := r.get("archive.Accept", "allocs/op"); got != 3 {
+		t.Fatalf("allocs/op = %v", got)
+	}
+	if !math.IsNaN(r.get("bench.Delivery/trace=1", "events/s")) {
+		t.Fatal("an absent benchmark has a value")
+	}
+	if _, ok := r["bench.Stats"]; ok {
+		t.Fatal("a name-only line was taken as a result")
+	}
+}
+
+func TestReportRatiosAndVerdicts(t *testing.T) {
+	r, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(measure, baseline string) row {
+		for _, rw := range report(r) {
+			if rw.measure == measure && rw.baselineName == baseline {
+				return rw
+			}
+		}
+		t.Fatalf("no row %q vs %q", measure, baseline)
+		return row{}
+	}
+	// 64 clients: 20,000/s against 500/s for one client is 40×; against
+	// Pebble's 40,000/s it is 0.5×, below the 0.7 target.
+	if rw := find("commits, 64 clients", "commits, 1 client"); rw.ratio != 40 {
+		t.Fatalf("64/1 = %v", rw.ratio)
+	}
+	if rw := find("commits, 64 clients", "pebble 64 writers"); rw.ratio != 0.5 {
+		t.Fatalf("64/pebble = %v", rw.ratio)
+	}
+	if rw := find("accepts, 1 writer", "raw fdatasync"); rw.ratio != 0.5 {
+		t.Fatalf("accept/raw = %v", rw.ratio)
+	}
+	if rw := find("inspect peak RSS, 1M records", "peak RSS, 10k"); rw.ratio != 1.2 || rw.atLeast {
+		t.Fatalf("rss ratio = %+v", rw)
+	}
+	if rw := find("GET /v1/stats p50, 1M pending", "p50, 100 pending"); rw.ratio != 2 {
+		t.Fatalf("stats ratio = %v", rw.ratio)
+	}
+	var out bytes.Buffer
+	write(&out, report(r))
+	lines := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = l
+	}
+	for _, want := range []string{
+		"1 commit commits, 64 clients 20000 commits/s commits, 1 client 500 40× ≥ 15× meets",
+		"1 commit commits, 64 clients 20000 commits/s pebble 64 writers 40000 0.5× ≥ 0.7× MISSES",
+		"2 archive inspect peak RSS, 1M records 60 MiB peak RSS, 10k 50 1.2× ≤ 1.5× meets",
+		"4 stats GET /v1/stats p50, 1M pending 0.08 ms p50, 100 pending 0.04 2× ≤ 1.5× MISSES",
+		// the delivery benchmarks are absent from the sample
+		"3 delivery delivered, tracing off n/a events/s raw fdatasync n/a n/a ≥ 0.8× not measured",
+	} {
+		if _, ok := lines[want]; !ok {
+			t.Errorf("report lacks the row %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{
+		0.04313: "0.0431", 2.473: "2.47", 19.17: "19.2", 238.1: "238", 3043: "3043", 1e6: "1000000", math.NaN(): "n/a",
+	} {
+		if got := num(v); got != want {
+			t.Errorf("num(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Benchmarks with their same-run baselines, then the report table.
+#
+# Every throughput is measured next to its baseline in the same run on the
+# same disk (raw fdatasync loops, bare Pebble), because these machines are
+# noisy; the report prints values, ratios and the targets they are held
+# against, and never fails on a missed target. Benchmarks that ran several
+# times (-count) are reported by their median. Bounded: about 6 to 10
+# minutes on 2 cores.
+#
+#   scripts/bench.sh            run everything, print raw output and the table
+#   BENCH_OUT=file scripts/bench.sh   also keep the raw `go test` output in file
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+raw="$tmp/bench.txt"
+
+run() {
+  echo "### go test -run '^\$' $*" >&2
+  "$GO" test -run '^$' -timeout 15m "$@" 2>&1 | tee -a "$raw"
+}
+
+start=$(date +%s)
+# 1. Commit throughput: 1 and 64 clients, raw fdatasync, bare Pebble 64 writers.
+run -bench '^(BenchmarkRawFdatasync|BenchmarkPebbleSyncedBatch64|BenchmarkCommit)$' -benchtime 2s -count 3 ./primary/
+# 2. Archive: one writer's accepts next to raw fdatasync; inspect throughput
+#    and the inspect CLI's peak RSS over 10k and 1M records.
+run -bench '^(BenchmarkRawFdatasync|BenchmarkAccept)$' -benchtime 3000x -count 3 ./archive/
+run -bench '^BenchmarkInspect$' -benchtime 20x ./archive/
+run -bench '^BenchmarkInspectRSS$' -benchtime 3x ./archive/
+# 3 and 5. Delivery through the real server next to raw fdatasync, with
+#    tracing off, sampled and exported; then commit→archived latency.
+run -bench '^BenchmarkDeliveryRawFdatasync$' -benchtime 3000x -count 3 ./bench/
+run -bench '^BenchmarkDelivery$' -benchtime 1x -count 3 ./bench/
+run -bench '^BenchmarkDeliveryLatency$' -benchtime 1x -count 3 ./bench/
+# 4. GET /v1/stats at 100 and 1,000,000 pending intents.
+run -bench '^BenchmarkStats$' -benchtime 3000x ./bench/
+end=$(date +%s)
+
+if [ -n "${BENCH_OUT:-}" ]; then
+  cp "$raw" "$BENCH_OUT"
+fi
+echo
+echo "riffdb benchmark report ($(nproc) cores, $((end - start)) s; medians of the runs above)"
+"$GO" run ./bench/cmd/benchreport "$raw"
