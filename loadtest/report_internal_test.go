@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +144,7 @@ func TestDialRefusesNonLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(s, tracenoop.NewTracerProvider())
+	c := newClient(s, tracenoop.NewTracerProvider(), &connSet{m: map[net.Conn]struct{}{}})
 	resp, err := c.Get("http://192.0.2.1:9/")
 	if err == nil {
 		resp.Body.Close()

@@ -66,8 +66,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}()
 		tp = sdk
 	}
-	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, tp)}
-	defer r.client.CloseIdleConnections()
+	conns := &connSet{m: map[net.Conn]struct{}{}}
+	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, tp, conns)}
+	// Close every connection, including ones the transport dialed
+	// speculatively and never used: left open, they would hold up the
+	// server's graceful shutdown.
+	defer conns.closeAll()
 
 	rep := Report{Mode: "closed", LatencyFrom: "send", Target: s.target, RunID: s.runID,
 		Concurrency: s.Concurrency, Rate: s.Rate}
@@ -117,7 +121,7 @@ var errNotLoopbackDial = errors.New("loadtest: refusing to connect to a non-loop
 
 // newClient builds the HTTP client: loopback-only dialing, no proxy, no
 // redirects, and otelhttp for the client span and the traceparent header.
-func newClient(s *settings, tp trace.TracerProvider) *http.Client {
+func newClient(s *settings, tp trace.TracerProvider, conns *connSet) *http.Client {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
 		if err != nil {
@@ -129,8 +133,14 @@ func newClient(s *settings, tp trace.TracerProvider) *http.Client {
 		return nil
 	}}
 	base := &http.Transport{
-		Proxy:               nil,
-		DialContext:         dialer.DialContext,
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return conns.add(c)
+		},
 		MaxIdleConns:        s.Concurrency,
 		MaxIdleConnsPerHost: s.Concurrency,
 		IdleConnTimeout:     30 * time.Second,
@@ -144,6 +154,38 @@ func newClient(s *settings, tp trace.TracerProvider) *http.Client {
 			otelhttp.WithPropagators(propagation.TraceContext{})),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// errRunOver is returned for a connection dialed after the run ended.
+var errRunOver = errors.New("loadtest: the run is over")
+
+// connSet tracks the client's connections so that the run can close all of
+// them when it ends.
+type connSet struct {
+	mu     sync.Mutex
+	m      map[net.Conn]struct{}
+	closed bool
+}
+
+func (cs *connSet) add(c net.Conn) (net.Conn, error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		_ = c.Close()
+		return nil, errRunOver
+	}
+	cs.m[c] = struct{}{}
+	return c, nil
+}
+
+func (cs *connSet) closeAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.closed = true
+	for c := range cs.m {
+		_ = c.Close()
+	}
+	clear(cs.m)
 }
 
 type runner struct {

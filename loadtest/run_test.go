@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -376,6 +377,54 @@ func TestInvalidConfigRefused(t *testing.T) {
 		mod(&c)
 		if _, err := loadtest.Run(t.Context(), c); !errors.Is(err, loadtest.ErrInvalidConfig) {
 			t.Errorf("%s: err %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
+
+// TestRunClosesItsConnections checks that every connection the run opened,
+// including any the transport dialed and never used, is closed when Run
+// returns: an open one would hold up the server's graceful shutdown.
+func TestRunClosesItsConnections(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		open   = map[net.Conn]bool{}
+		closed = make(chan struct{}, 1)
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"replayed":false}`)
+	}))
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch st {
+		case http.StateNew:
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	if _, err := loadtest.Run(t.Context(), loadtest.Config{Address: srv.URL, Token: "tok", Requests: 200, Concurrency: 8}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(open)
+		mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-closed:
+		case <-timeout:
+			t.Fatalf("%d connections still open after Run returned", n)
 		}
 	}
 }
