@@ -29,7 +29,7 @@
 //
 // Each request has a root span "loadgen.request"; the HTTP client is wrapped
 // in otelhttp.NewTransport, which adds a client span and a W3C traceparent
-// header, so the server's spans (riffdb.http and riffdb.command) join the
+// header, so the server's spans (its HTTP span and riffdb.command) join the
 // same trace. Without Config.TracerProvider the run builds its own OTel SDK
 // tracer provider: with Config.OTLPEndpoint spans are exported via OTLP/gRPC
 // (flushed before Run returns), otherwise they are recorded only for their

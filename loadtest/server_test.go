@@ -200,3 +200,29 @@ func TestSampleRatioDecidesExport(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlaceOrder runs b.N place_order commands against an in-process
+// server with 8 closed-loop workers and reports the percentiles.
+func BenchmarkPlaceOrder(b *testing.B) {
+	cfg, token, err := server.DevSetup(b.TempDir(), nil, config.Overrides{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := server.New(context.Background(), server.Options{Config: cfg, LogOutput: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Stop(context.Background()) }()
+	b.ResetTimer()
+	rep, err := loadtest.Run(b.Context(), loadtest.Config{Address: s.APIAddr(), Token: token, Requests: b.N, Concurrency: 8})
+	b.StopTimer()
+	if err != nil || rep.Errors != 0 {
+		b.Fatalf("err %v, errors %v", err, rep.ErrorsByStatus)
+	}
+	b.ReportMetric(rep.LatencyMillis.P50, "p50-ms")
+	b.ReportMetric(rep.LatencyMillis.P99, "p99-ms")
+	b.ReportMetric(rep.Throughput, "req/s")
+}
