@@ -847,6 +847,13 @@ func (s *Store) initTelemetry(opts Options) error {
 		metric.WithDescription("Group quota checks, by result (fits, does_not_fit).")); err != nil {
 		return fmt.Errorf("archive: telemetry: %w", err)
 	}
+	// Known label sets start at 0 so that increase() sees the first event.
+	for _, result := range []string{"stored", "duplicate", "refused"} {
+		s.accepted.Add(context.Background(), 0, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
+	}
+	for _, result := range []string{"fits", "does_not_fit"} {
+		s.decisions.Add(context.Background(), 0, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
+	}
 	used, err := m.Int64ObservableGauge("riffdb.archive.quota.used", metric.WithUnit("By"),
 		metric.WithDescription("Encoded bytes charged to the archive quota."))
 	if err != nil {

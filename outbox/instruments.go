@@ -96,6 +96,12 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 		metric.WithExplicitBucketBoundaries(LagBuckets...)); err != nil {
 		return nil, err
 	}
+	// Start the counters at 0 for their known label sets, so that rates and
+	// increases are defined from the first scrape on.
+	in.retries.Add(context.Background(), 0, metric.WithAttributes(in.db))
+	for _, reason := range []string{"attempts_exhausted", "identity_conflict"} {
+		in.deadLetters.Add(context.Background(), 0, metric.WithAttributes(in.db, AttrReason.String(reason)))
+	}
 	healthGauge, err := m.Int64ObservableGauge("riffdb.outbox.health",
 		metric.WithDescription("Outbox health: 1 for the current state, 0 for the others, one series per state."))
 	if err != nil {
