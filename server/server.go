@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -24,6 +25,11 @@ import (
 	"github.com/riffdb/riffdb/primary/contract"
 	"github.com/riffdb/riffdb/telemetry"
 )
+
+// ErrUnsupportedPlatform is returned by New on any platform but Linux: the
+// archive's custody checks and the credential store need Linux system calls,
+// and the server refuses rather than run without them.
+var ErrUnsupportedPlatform = errors.New("server: riffdb requires Linux")
 
 // Version is reported in telemetry resources and logs.
 var Version = "0.1.0-dev"
@@ -83,6 +89,9 @@ func New(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if runtime.GOOS != "linux" {
+		return nil, ErrUnsupportedPlatform
 	}
 	setPrivateUmask()
 	host, _ := os.Hostname()
