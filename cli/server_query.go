@@ -100,56 +100,51 @@ func (q *queryFlags) get(ctx context.Context, path string, out any) error {
 	return nil
 }
 
-func newServerStatsCommand() *cobra.Command {
+// newServerQueryCommand builds a read-only command that GETs path from the
+// server, decodes it into a T, and prints it with text (or as the JSON
+// envelope's result).
+func newServerQueryCommand[T any](use, short, path string, text func(w io.Writer, v *T) error) *cobra.Command {
 	var q queryFlags
 	cmd := &cobra.Command{
-		Use:   "stats",
-		Short: "Print the server's stats (needs a global capability with read_statistics)",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var s statsapi.Stats
-			if err := q.get(cmd.Context(), "/v1/stats", &s); err != nil {
+			var v T
+			if err := q.get(cmd.Context(), path, &v); err != nil {
 				return err
 			}
-			return Emit(cmd, s, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "DATABASE\tLAST SEQ\tFRONTIER\tPENDING\tOUTBOX\tARCHIVE BYTES\tQUOTA")
-				for _, d := range s.Databases {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Alias, d.LastCommitSequence, d.PublicationFrontier,
-						optU(d.PendingOutboxDeliveries), healthText(d.Outbox.Health, d.Outbox.Reason),
-						optI(d.Outbox.ArchiveEncodedBytes), optI(d.Outbox.QuotaEncodedBytes))
-				}
-				return tw.Flush()
-			})
+			return Emit(cmd, v, func(w io.Writer) error { return text(w, &v) })
 		},
 	}
 	q.add(cmd)
 	return cmd
 }
 
-func newServerHealthCommand() *cobra.Command {
-	var q queryFlags
-	cmd := &cobra.Command{
-		Use:   "health",
-		Short: "Print readiness and each database's outbox health (needs read_health)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var h statsapi.HealthReport
-			if err := q.get(cmd.Context(), "/v1/health", &h); err != nil {
-				return err
+func newServerStatsCommand() *cobra.Command {
+	return newServerQueryCommand("stats", "Print the server's stats (needs a global capability with read_statistics)",
+		"/v1/stats", func(w io.Writer, s *statsapi.Stats) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DATABASE\tLAST SEQ\tFRONTIER\tPENDING\tOUTBOX\tARCHIVE BYTES\tQUOTA")
+			for _, d := range s.Databases {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Alias, d.LastCommitSequence, d.PublicationFrontier,
+					optU(d.PendingOutboxDeliveries), healthText(d.Outbox.Health, d.Outbox.Reason),
+					optI(d.Outbox.ArchiveEncodedBytes), optI(d.Outbox.QuotaEncodedBytes))
 			}
-			return Emit(cmd, h, func(w io.Writer) error {
-				fmt.Fprintf(w, "ready: %v\n", h.Ready)
-				for _, d := range h.Databases {
-					fmt.Fprintf(w, "%s: index %s, outbox %s (since %s)\n", d.Alias, d.Index,
-						healthText(d.Outbox.State, d.Outbox.Reason), d.Outbox.Since.Format(time.RFC3339))
-				}
-				return nil
-			})
-		},
-	}
-	q.add(cmd)
-	return cmd
+			return tw.Flush()
+		})
+}
+
+func newServerHealthCommand() *cobra.Command {
+	return newServerQueryCommand("health", "Print readiness and each database's outbox health (needs read_health)",
+		"/v1/health", func(w io.Writer, h *statsapi.HealthReport) error {
+			fmt.Fprintf(w, "ready: %v\n", h.Ready)
+			for _, d := range h.Databases {
+				fmt.Fprintf(w, "%s: index %s, outbox %s (since %s)\n", d.Alias, d.Index,
+					healthText(d.Outbox.State, d.Outbox.Reason), d.Outbox.Since.Format(time.RFC3339))
+			}
+			return nil
+		})
 }
 
 func healthText(state, reason string) string {
