@@ -7,10 +7,13 @@
 // against that baseline, never as absolute limits, and no unit test asserts
 // wall-clock time.
 //
-// The package has no non-test code besides this file: the benchmarks live in
-// *_test.go files and the report tool in cmd/benchreport, which reads `go
-// test -bench` output and prints the measured values and ratios against the
-// project's targets. scripts/bench.sh runs everything.
+// Baselines are interleaved with what they measure: Interleave runs
+// workloads in rotating order, round after round, so that the slow drifts of
+// a noisy disk fall on all of them alike (the benchmarks of primary and
+// archive use it too). The benchmarks live in *_test.go files; the report
+// tool in cmd/benchreport reads `go test -bench` output and prints the
+// measured values and ratios against the project's targets; cmd/peakrss
+// measures a child process's peak RSS. scripts/bench.sh runs everything.
 //
 // Heavy setup (preloading thousands or a million intents) happens inside
 // the benchmark functions, which use b.Loop so that the setup runs once per

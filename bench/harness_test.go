@@ -80,11 +80,13 @@ func TestHarnessDrainsPreloadedEvents(t *testing.T) {
 	in := newInstall(t, 1, "")
 	const preloaded = 2*eventsPerBulk + 3 // two bulk commands and three one-event commands
 	in.preload(t, preloaded)
+	start := time.Now()
 	s := in.start(t)
 	defer stop(t, s)
 	if _, err := waitPending(s, in.token, pollEvery, time.Minute, func(n uint64) bool { return n == 0 }); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("preloaded backlog drained in %s", time.Since(start))
 	before, err := scrape(s.MetricsAddr(), "riffdb_outbox_delivery_lag_seconds")
 	if err != nil {
 		t.Fatal(err)
@@ -92,12 +94,14 @@ func TestHarnessDrainsPreloadedEvents(t *testing.T) {
 	if before.count() != preloaded {
 		t.Fatalf("lag observations after the drain = %v, want %d", before.count(), preloaded)
 	}
+	start = time.Now()
 	if err := openLoop(s, in.token, 1000, 10); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := waitPending(s, in.token, pollEvery, time.Minute, func(n uint64) bool { return n == 0 }); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("open-loop commands sent and drained in %s", time.Since(start))
 	after, err := scrape(s.MetricsAddr(), "riffdb_outbox_delivery_lag_seconds")
 	if err != nil {
 		t.Fatal(err)

@@ -119,13 +119,21 @@ func (in *install) preload(tb testing.TB, events int) {
 	}
 }
 
-// start opens and starts a server on the installation.
-func (in *install) start(tb testing.TB) *server.Server {
+// open opens a server on the installation (stores and listeners) without
+// starting it.
+func (in *install) open(tb testing.TB) *server.Server {
 	tb.Helper()
 	s, err := server.New(context.Background(), server.Options{Config: in.cfg, LogOutput: io.Discard})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return s
+}
+
+// start opens and starts a server on the installation.
+func (in *install) start(tb testing.TB) *server.Server {
+	tb.Helper()
+	s := in.open(tb)
 	if err := s.Start(context.Background()); err != nil {
 		_ = s.Stop(context.Background())
 		tb.Fatal(err)
@@ -133,9 +141,13 @@ func (in *install) start(tb testing.TB) *server.Server {
 	return s
 }
 
-// stop stops the server, failing the benchmark on an error.
+// stop stops the server, failing the benchmark on an error. It first
+// closes the client's idle connections: the server's Shutdown waits up to
+// five seconds for a connection that was opened but never sent a request
+// (the transport dials spares under concurrent load).
 func stop(tb testing.TB, s *server.Server) {
 	tb.Helper()
+	client.CloseIdleConnections()
 	if err := s.Stop(context.Background()); err != nil {
 		tb.Fatal(err)
 	}

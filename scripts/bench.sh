@@ -25,16 +25,20 @@ run() {
 
 start=$(date +%s)
 # 1. Commit throughput: 1 and 64 clients, raw fdatasync, bare Pebble 64 writers.
+#    Separate benchmarks (medians of 3 runs), then the same four workloads
+#    interleaved in time (the ratios to trust on a noisy disk).
 run -bench '^(BenchmarkRawFdatasync|BenchmarkPebbleSyncedBatch64|BenchmarkCommit)$' -benchtime 2s -count 3 ./primary/
+run -bench '^BenchmarkCommitInterleaved$' -benchtime 2x ./primary/
 # 2. Archive: one writer's accepts next to raw fdatasync; inspect throughput
 #    and the inspect CLI's peak RSS over 10k and 1M records.
 run -bench '^(BenchmarkRawFdatasync|BenchmarkAccept)$' -benchtime 3000x -count 3 ./archive/
+run -bench '^BenchmarkAcceptInterleaved$' -benchtime 3x ./archive/
 run -bench '^BenchmarkInspect$' -benchtime 20x ./archive/
 run -bench '^BenchmarkInspectRSS$' -benchtime 3x ./archive/
-# 3 and 5. Delivery through the real server next to raw fdatasync, with
-#    tracing off, sampled and exported; then commit→archived latency.
-run -bench '^BenchmarkDeliveryRawFdatasync$' -benchtime 3000x -count 3 ./bench/
-run -bench '^BenchmarkDelivery$' -benchtime 1x -count 3 ./bench/
+# 3 and 5. Delivery through the real server, each drain paired with a raw
+#    fdatasync baseline, tracing off / sampled / exported in rotating order;
+#    then commit→archived latency at half the drain rate.
+run -bench '^BenchmarkDelivery$' -benchtime 3x ./bench/
 run -bench '^BenchmarkDeliveryLatency$' -benchtime 1x -count 3 ./bench/
 # 4. GET /v1/stats at 100 and 1,000,000 pending intents.
 run -bench '^BenchmarkStats$' -benchtime 3000x ./bench/

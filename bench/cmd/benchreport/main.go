@@ -142,12 +142,23 @@ func infoRow(section, measure, unit string, value float64) row {
 	return row{section: section, measure: measure, value: value, unit: unit, ratio: math.NaN(), baseline: math.NaN()}
 }
 
-// report computes the rows from the results.
+// pairedRow is a ratio measured within one run of an interleaved benchmark
+// (the median of the runs' own ratios), shown next to both rates.
+func pairedRow(section, measure, unit string, value float64, baseName string, base, ratio, target float64, atLeast bool) row {
+	return row{section: section, measure: measure, value: value, unit: unit, baselineName: baseName, baseline: base,
+		ratio: ratio, target: target, atLeast: atLeast, ruled: true}
+}
+
+// report computes the rows from the results. Rows marked "interleaved" come
+// from benchmarks that alternate a workload with its baseline in time; the
+// others compare benchmarks that ran one after the other (medians of their
+// runs), which a noisy disk can skew.
 func report(r results) []row {
 	var rows []row
 	// 1. Commit throughput (primary).
 	c1, c64 := r.perSecond("primary.Commit/clients=1"), r.perSecond("primary.Commit/clients=64")
 	raw, peb := r.perSecond("primary.RawFdatasync"), r.perSecond("primary.PebbleSyncedBatch64")
+	const ci = "primary.CommitInterleaved"
 	rows = append(rows,
 		infoRow("1 commit", "raw fdatasync loop", "ops/s", raw),
 		infoRow("1 commit", "pebble 64-writer synced batches", "ops/s", peb),
@@ -156,13 +167,22 @@ func report(r results) []row {
 		ratioRow("1 commit", "commits, 64 clients", "commits/s", c64, "pebble 64 writers", peb, 0.7, true),
 		infoRow("1 commit", "16-event commits, 64 clients", "events/s",
 			16*r.perSecond("primary.Commit/clients=64/events=16")),
+		pairedRow("1 commit", "interleaved: commits, 1 client", "commits/s", r.get(ci, "c1_commits/s"),
+			"raw fdatasync", r.get(ci, "raw_ops/s"), r.get(ci, "c1_vs_raw"), math.NaN(), true),
+		pairedRow("1 commit", "interleaved: commits, 64 clients", "commits/s", r.get(ci, "c64_commits/s"),
+			"commits, 1 client", r.get(ci, "c1_commits/s"), r.get(ci, "c64_vs_c1"), 15, true),
+		pairedRow("1 commit", "interleaved: commits, 64 clients", "commits/s", r.get(ci, "c64_commits/s"),
+			"pebble 64 writers", r.get(ci, "pebble64_ops/s"), r.get(ci, "c64_vs_pebble64"), 0.7, true),
 	)
 	// 2. Archive acceptance and inspection.
 	acc, araw := r.get("archive.Accept", "events/s"), r.get("archive.RawFdatasync", "events/s")
 	rss10k, rss1m := r.get("archive.InspectRSS/records=10000", "rss_MiB"), r.get("archive.InspectRSS/records=1000000", "rss_MiB")
+	const ai = "archive.AcceptInterleaved"
 	rows = append(rows,
 		infoRow("2 archive", "raw fdatasync loop (1 KiB)", "events/s", araw),
 		ratioRow("2 archive", "accepts, 1 writer", "events/s", acc, "raw fdatasync", araw, 0.9, true),
+		pairedRow("2 archive", "interleaved: accepts, 1 writer", "events/s", r.get(ai, "accept_events/s"),
+			"raw fdatasync", r.get(ai, "raw_events/s"), r.get(ai, "accept_vs_raw"), 0.9, true),
 		infoRow("2 archive", "inspect in process, 5k records", "records/s", r.get("archive.Inspect", "records/s")),
 		infoRow("2 archive", "inspect CLI, 10k records (full)", "records/s", r.get("archive.InspectRSS/records=10000", "records/s")),
 		infoRow("2 archive", "inspect CLI, 1M records (256 pages)", "records/s", r.get("archive.InspectRSS/records=1000000", "records/s")),
@@ -170,14 +190,13 @@ func report(r results) []row {
 		ratioRow("2 archive", "inspect peak RSS, 1M records", "MiB", rss1m, "peak RSS, 10k", rss10k, 1.5, false),
 		infoRow("2 archive", "inspect peak RSS, 1M records, 1 page", "MiB", r.get("archive.InspectRSS/records=1000000/pages=1", "rss_MiB")),
 	)
-	// 3. Delivery.
-	draw := r.get("bench.DeliveryRawFdatasync", "events/s")
-	off, on, otlp := r.get("bench.Delivery/telemetry=off", "events/s"), r.get("bench.Delivery/trace=1", "events/s"),
-		r.get("bench.Delivery/trace=1+otlp", "events/s")
+	// 3. Delivery (interleaved with its raw baseline).
+	const d = "bench.Delivery"
+	draw, off, on, otlp := r.get(d, "raw_events/s"), r.get(d, "off_events/s"), r.get(d, "trace_events/s"), r.get(d, "otlp_events/s")
 	rows = append(rows,
-		infoRow("3 delivery", "raw fdatasync loop", "events/s", draw),
-		ratioRow("3 delivery", "delivered, tracing off", "events/s", off, "raw fdatasync", draw, 0.8, true),
-		ratioRow("3 delivery", "delivered, sampling 1 (default)", "events/s", on, "raw fdatasync", draw, 0.8, true),
+		infoRow("3 delivery", "raw fdatasync loop (paired)", "events/s", draw),
+		pairedRow("3 delivery", "delivered, tracing off", "events/s", off, "raw fdatasync", draw, r.get(d, "off_vs_raw"), 0.8, true),
+		pairedRow("3 delivery", "delivered, sampling 1 (default)", "events/s", on, "raw fdatasync", draw, r.get(d, "trace_vs_raw"), 0.8, true),
 		infoRow("3 delivery", "latency load (half the drain rate)", "events/s", r.get("bench.DeliveryLatency", "offered_events/s")),
 		infoRow("3 delivery", "commit→archived p50", "ms", r.get("bench.DeliveryLatency", "p50_ms")),
 		infoRow("3 delivery", "commit→archived p99", "ms", r.get("bench.DeliveryLatency", "p99_ms")),
@@ -191,10 +210,10 @@ func report(r results) []row {
 		infoRow("4 stats", "GET /v1/stats p99, 100 pending", "ms", q100),
 		ratioRow("4 stats", "GET /v1/stats p99, 1M pending", "ms", q1m, "p99, 100 pending", q100, 1.5, false),
 	)
-	// 5. Tracing overhead.
+	// 5. Tracing overhead (interleaved variants of the delivery benchmark).
 	rows = append(rows,
-		ratioRow("5 tracing", "delivered, sampling 1, no export", "events/s", on, "tracing off", off, 0.9, true),
-		ratioRow("5 tracing", "delivered, sampling 1, OTLP export", "events/s", otlp, "tracing off", off, 0.9, true),
+		pairedRow("5 tracing", "delivered, sampling 1, no export", "events/s", on, "tracing off", off, r.get(d, "trace_vs_off"), 0.9, true),
+		pairedRow("5 tracing", "delivered, sampling 1, OTLP export", "events/s", otlp, "tracing off", off, r.get(d, "otlp_vs_off"), 0.9, true),
 	)
 	return rows
 }

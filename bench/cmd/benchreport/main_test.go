@@ -22,6 +22,8 @@ BenchmarkRawFdatasync-2          	    3000	    250000 ns/op	      4000 events/s
 BenchmarkInspectRSS/records=10000-2   3   70000000 ns/op   140000 records/s   50.00 rss_MiB
 BenchmarkInspectRSS/records=1000000-2 3  300000000 ns/op   210000 records/s   60.00 rss_MiB
 pkg: github.com/riffdb/riffdb/bench
+BenchmarkDelivery-2  3  8e9 ns/op  3000 off_events/s  2700 trace_events/s  2400 otlp_events/s  4000 raw_events/s  0.75 off_vs_raw  0.7 trace_vs_raw  0.9 trace_vs_off  0.8 otlp_vs_off
+BenchmarkDelivery-2  3  8e9 ns/op  3000 off_events/s  2700 trace_events/s  2400 otlp_events/s  4000 raw_events/s  0.85 off_vs_raw  0.7 trace_vs_raw  0.9 trace_vs_off  0.8 otlp_vs_off
 BenchmarkStats
 BenchmarkStats/pending=100-2     2000  68789 ns/op  0.040 p50_ms  0.5 p99_ms  100 pending
 BenchmarkStats/pending=1000000-2 2000  68789 ns/op  0.080 p50_ms  0.6 p99_ms  1000000 pending
@@ -45,7 +47,10 @@ func TestParseTakesMediansPerPackage(t *testing.T) {
 	if got := r.get("archive.Accept", "allocs/op"); got != 3 {
 		t.Fatalf("allocs/op = %v", got)
 	}
-	if !math.IsNaN(r.get("bench.Delivery/trace=1", "events/s")) {
+	if got := r.get("bench.Delivery", "off_vs_raw"); math.Abs(got-0.8) > 1e-12 {
+		t.Fatalf("median of two paired ratios = %v, want 0.8", got)
+	}
+	if !math.IsNaN(r.get("bench.DeliveryLatency", "p50_ms")) {
 		t.Fatal("an absent benchmark has a value")
 	}
 	if _, ok := r["bench.Stats"]; ok {
@@ -95,8 +100,11 @@ func TestReportRatiosAndVerdicts(t *testing.T) {
 		"1 commit commits, 64 clients 20000 commits/s pebble 64 writers 40000 0.5× ≥ 0.7× MISSES",
 		"2 archive inspect peak RSS, 1M records 60 MiB peak RSS, 10k 50 1.2× ≤ 1.5× meets",
 		"4 stats GET /v1/stats p50, 1M pending 0.08 ms p50, 100 pending 0.04 2× ≤ 1.5× MISSES",
-		// the delivery benchmarks are absent from the sample
-		"3 delivery delivered, tracing off n/a events/s raw fdatasync n/a n/a ≥ 0.8× not measured",
+		// a paired ratio is the runs' own ratio, not value/baseline
+		"3 delivery delivered, tracing off 3000 events/s raw fdatasync 4000 0.8× ≥ 0.8× meets",
+		"5 tracing delivered, sampling 1, OTLP export 2400 events/s tracing off 3000 0.8× ≥ 0.9× MISSES",
+		// the interleaved commit benchmark is absent from the sample
+		"1 commit interleaved: commits, 64 clients n/a commits/s commits, 1 client n/a n/a ≥ 15× not measured",
 	} {
 		if _, ok := lines[want]; !ok {
 			t.Errorf("report lacks the row %q:\n%s", want, out.String())
