@@ -5,7 +5,7 @@
 # same disk (raw fdatasync loops, bare Pebble), because these machines are
 # noisy; the report prints values, ratios and the targets they are held
 # against, and never fails on a missed target. Benchmarks that ran several
-# times (-count) are reported by their median. Bounded: about 6 to 10
+# times (-count) are reported by their median. Bounded: about 3 to 5
 # minutes on 2 cores.
 #
 #   scripts/bench.sh            run everything, print raw output and the table
@@ -28,7 +28,7 @@ start=$(date +%s)
 #    Separate benchmarks (medians of 3 runs), then the same four workloads
 #    interleaved in time (the ratios to trust on a noisy disk).
 run -bench '^(BenchmarkRawFdatasync|BenchmarkPebbleSyncedBatch64|BenchmarkCommit)$' -benchtime 2s -count 3 ./primary/
-run -bench '^BenchmarkCommitInterleaved$' -benchtime 2x ./primary/
+run -bench '^BenchmarkCommitInterleaved$' -benchtime 3x ./primary/
 # 2. Archive: one writer's accepts next to raw fdatasync; inspect throughput
 #    and the inspect CLI's peak RSS over 10k and 1M records.
 run -bench '^(BenchmarkRawFdatasync|BenchmarkAccept)$' -benchtime 3000x -count 3 ./archive/
@@ -38,7 +38,7 @@ run -bench '^BenchmarkInspectRSS$' -benchtime 3x ./archive/
 # 3 and 5. Delivery through the real server, each drain paired with a raw
 #    fdatasync baseline, tracing off / sampled / exported in rotating order;
 #    then commit→archived latency at half the drain rate.
-run -bench '^BenchmarkDelivery$' -benchtime 3x ./bench/
+run -bench '^BenchmarkDelivery$' -benchtime 5x ./bench/
 run -bench '^BenchmarkDeliveryLatency$' -benchtime 1x -count 3 ./bench/
 # 4. GET /v1/stats at 100 and 1,000,000 pending intents.
 run -bench '^BenchmarkStats$' -benchtime 3000x ./bench/
