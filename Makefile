@@ -25,7 +25,7 @@ race: ## go test -race ./... (the end-to-end tests drive a binary built without 
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble)
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./primary/ ./archive/
+	./scripts/bench.sh
 
 loadtest: ## traced load against a running dev server (start `make run` first)
 	$(GO) run ./cmd/riffdb loadtest --token-file riffdb-dev/dev-token --rate 500 --duration 10s
