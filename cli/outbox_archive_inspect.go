@@ -158,11 +158,13 @@ func classifyInspectError(err error, rep archive.InspectReport) *Error {
 	case errors.Is(err, archive.ErrCustody):
 		return Local("archive_custody", "%s", custodyReason(err))
 	case errors.Is(err, archive.ErrBindingChanged):
-		e := Public("archive_binding_mismatch",
-			"the archive is bound to another database than --database-id; it requires operator investigation")
-		if rep.DatabaseBinding != "" {
-			e.Result = newInspectResult(rep)
+		if rep.DatabaseBinding == "" {
+			return Public("archive_binding_mismatch",
+				"the archive is bound to another database than --database-id; it requires operator investigation")
 		}
+		e := Public("archive_binding_mismatch",
+			"the archive is bound to database %s, not to --database-id; it requires operator investigation", rep.DatabaseBinding)
+		e.Result = newInspectResult(rep)
 		return e
 	case errors.Is(err, archive.ErrIncompatibleFormat):
 		return Public("archive_incompatible_format", "the archive's format is not supported by this riffdb; it requires operator investigation")
