@@ -66,4 +66,13 @@
 // TxnTimeout, records DataCorruption events (later calls return ErrCorrupt),
 // rate-limits BackgroundError logs, and refuses writes below a free-space
 // guard. Error messages never contain filesystem paths or event payloads.
+//
+// # Process umask
+//
+// A process that opens an archive should run with umask 077 (the riffdb
+// server sets it at startup). The custody wrapper narrows every file Pebble
+// creates to 0600 on its file descriptor, but with a looser umask the file
+// exists as 0644 for an instant, and a concurrent Audit (the server's, before
+// a claim run, or an offline inspect racing a running store) would report it
+// as a custody violation.
 package archive

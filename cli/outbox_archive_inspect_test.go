@@ -423,6 +423,10 @@ func TestInspectHelperHoldArchive(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process only")
 	}
+	// Like the server: without umask 077 Pebble's new files are 0644 for an
+	// instant before the custody wrapper narrows them, and a concurrent
+	// audit (the parent's inspect) could see that.
+	unix.Umask(0o077)
 	s, err := archive.Open(context.Background(), dir, archive.Options{Database: inspectDB, QuotaEncodedBytes: 1 << 20, MinFreeBytes: -1})
 	if err != nil {
 		t.Fatal(err)
