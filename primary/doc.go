@@ -76,4 +76,12 @@
 // A compiled command emits between 1 and 16 events, so the cheapest way to
 // create N pending intents is N/16 executions of a 16-event command from
 // many goroutines (1,000,000 intents = 62,500 commits; see BenchmarkCommit).
+//
+// # Known limitation: a crash during creation
+//
+// A crash inside the very first Open of a new database, while Pebble is
+// still creating the store, can leave a directory that Pebble refuses to
+// open (its manifest is missing). No command can have been acknowledged at
+// that point, so the remedy is to remove that directory's contents and start
+// again; Open does not do it automatically yet.
 package primary
