@@ -36,10 +36,8 @@ func runCrash(t *testing.T, k int64, seed uint64) (*crashRun, int64) {
 	r := &crashRun{acked: map[uint64][][]byte{}, completed: map[event.ID]bool{}}
 	var ops atomic.Int64
 	// Crash points start once Open has returned: this test is about crashes
-	// during commits and transitions. (A crash inside the very first Open,
-	// while Pebble is still creating the store, can leave a store that Pebble
-	// refuses to open; no command can have been acknowledged then. That case
-	// is not handled here — see the package documentation.)
+	// during commits and transitions. Crashes inside the first Open are
+	// TestCrashDuringCreationReopens.
 	var opened atomic.Bool
 	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if opened.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && ops.Add(1) == k {

@@ -174,7 +174,18 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		},
 	}
 	po.WithFSDefaults()
+	marked := createdMarked(opts.FS, opts.Path)
 	store, err := pebble.Open(opts.Path, po)
+	if err != nil && !marked {
+		// The first Open never finished (no creation marker): no command
+		// can have been acknowledged, so start the creation over instead of
+		// leaving a store that Pebble refuses to open.
+		if rerr := restartCreation(opts.FS, opts.Path); rerr != nil {
+			return nil, fmt.Errorf("primary: open store: %w (restarting the interrupted creation failed: %w)", err, rerr)
+		}
+		db.log.Warn("the database's first start was interrupted; creating it again", zap.Error(err))
+		store, err = pebble.Open(opts.Path, po)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("primary: open store: %w", err)
 	}
@@ -182,6 +193,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err := db.load(); err != nil {
 		_ = store.Close()
 		return nil, err
+	}
+	if !marked {
+		if err := markCreated(opts.FS, opts.Path); err != nil {
+			_ = store.Close()
+			return nil, fmt.Errorf("primary: write the creation marker: %w", errors.Unwrap(err))
+		}
 	}
 	if opts.IndexGate != nil {
 		db.ops.Add(1)
@@ -422,3 +439,48 @@ func (db *DB) LastCommitSequence() uint64 { return db.lastAtom.Load() }
 
 // Metrics returns the store's Pebble metrics.
 func (db *DB) Metrics() *pebble.Metrics { return db.store.Metrics() }
+
+// createdMarkerName is a file in the database directory, written and synced
+// once the first Open has made the identity durable. Its absence when the
+// store cannot be opened means that first Open never finished.
+const createdMarkerName = "riffdb-created"
+
+func createdMarked(fs vfs.FS, dir string) bool {
+	_, err := fs.Stat(fs.PathJoin(dir, createdMarkerName))
+	return err == nil
+}
+
+// markCreated writes the creation marker durably (file and directory entry).
+func markCreated(fs vfs.FS, dir string) error {
+	f, err := fs.Create(fs.PathJoin(dir, createdMarkerName), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// restartCreation empties a database directory whose first Open never
+// finished, so that Pebble creates the store afresh.
+func restartCreation(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := fs.RemoveAll(fs.PathJoin(dir, name)); err != nil {
+			return err
+		}
+	}
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}

@@ -77,11 +77,13 @@
 // create N pending intents is N/16 executions of a 16-event command from
 // many goroutines (1,000,000 intents = 62,500 commits; see BenchmarkCommit).
 //
-// # Known limitation: a crash during creation
+// # A crash during creation
 //
 // A crash inside the very first Open of a new database, while Pebble is
 // still creating the store, can leave a directory that Pebble refuses to
-// open (its manifest is missing). No command can have been acknowledged at
-// that point, so the remedy is to remove that directory's contents and start
-// again; Open does not do it automatically yet.
+// open (its manifest missing). No command can have been acknowledged then.
+// Open therefore writes a creation marker file (riffdb-created, synced with
+// its directory entry) once the identity is durable; a store that cannot be
+// opened and has no marker is emptied and created again. A store with the
+// marker is never recreated: damage to it is an error for the operator.
 package primary
