@@ -38,11 +38,7 @@ func (r *rawFile) build() (*Config, error) {
 	}
 
 	if d := r.Database; d != nil {
-		db := Database{Alias: DefaultAlias, Path: d.Path, Contract: d.Contract, BackupRoot: d.BackupRoot,
-			ProjectionRoot: d.ProjectionRoot, ReplicationPath: d.ReplicationPath}
-		if d.HistoryRetention != nil {
-			db.HistoryRetention = *d.HistoryRetention
-		}
+		db := d.build(DefaultAlias)
 		if singleOutbox {
 			db.Outbox = r.Maintenance.Outbox.build()
 		}
@@ -57,17 +53,22 @@ func (r *rawFile) build() (*Config, error) {
 			// hand-built rawFile cannot panic here.
 			return nil, invalidf("database %s has no options", aliasName(alias))
 		}
-		db := Database{Alias: alias, Path: d.Path, Contract: d.Contract, BackupRoot: d.BackupRoot,
-			ProjectionRoot: d.ProjectionRoot, ReplicationPath: d.ReplicationPath}
-		if d.HistoryRetention != nil {
-			db.HistoryRetention = *d.HistoryRetention
-		}
+		db := d.build(alias)
 		if d.Outbox != nil {
 			db.Outbox = d.Outbox.build()
 		}
 		c.Databases = append(c.Databases, db)
 	}
 	return c, nil
+}
+
+func (d *rawDatabase) build(alias string) Database {
+	db := Database{Alias: alias, Path: d.Path, Contract: d.Contract, BackupRoot: d.BackupRoot,
+		ProjectionRoot: d.ProjectionRoot, ReplicationPath: d.ReplicationPath}
+	if d.HistoryRetention != nil {
+		db.HistoryRetention = *d.HistoryRetention
+	}
+	return db
 }
 
 func (o *rawOutbox) build() *Outbox {

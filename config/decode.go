@@ -40,15 +40,11 @@ type rawDatabase struct {
 	HistoryRetention *uint64 `toml:"history_retention"`
 }
 
-// rawNamedDB is [databases.<alias>] of the named form.
+// rawNamedDB is [databases.<alias>] of the named form: the options of
+// [database] plus its own outbox table.
 type rawNamedDB struct {
-	Path             string     `toml:"path"`
-	Contract         string     `toml:"contract"`
-	BackupRoot       string     `toml:"backup_root"`
-	ProjectionRoot   string     `toml:"projection_root"`
-	ReplicationPath  string     `toml:"replication_path"`
-	HistoryRetention *uint64    `toml:"history_retention"`
-	Outbox           *rawOutbox `toml:"outbox"`
+	rawDatabase
+	Outbox *rawOutbox `toml:"outbox"`
 }
 
 type rawMaintenance struct {
