@@ -62,16 +62,12 @@ type Store struct {
 	reads     int // store-file reads, for tests
 }
 
-// record is one capability as stored.
+// record is one capability as stored: its description (whose fields
+// encoding/json flattens into the record) plus what only the store keeps.
 type record struct {
-	ID          string       `json:"id"`
-	Name        string       `json:"name"`
-	Permissions []Permission `json:"permissions"`
-	Database    string       `json:"database"`
-	CreatedAt   time.Time    `json:"created_at"`
-	Revoked     bool         `json:"revoked"`
-	RevokedAt   *time.Time   `json:"revoked_at,omitempty"`
-	TokenHash   string       `json:"token_hash"` // hex HMAC-SHA-256(key, token)
+	Capability
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	TokenHash string     `json:"token_hash"` // hex HMAC-SHA-256(key, token)
 
 	hash []byte
 }
@@ -493,10 +489,10 @@ func (s *Store) Create(name string, perms []Permission, database string) (string
 		if err != nil {
 			return err
 		}
-		created = record{
+		created = record{Capability: Capability{
 			ID: id, Name: name, Permissions: canonical, Database: database,
-			CreatedAt: s.now().UTC().Round(0), hash: s.mac(token),
-		}
+			CreatedAt: s.now().UTC().Round(0),
+		}, hash: s.mac(token)}
 		created.TokenHash = hex.EncodeToString(created.hash)
 		doc.Capabilities = append(doc.Capabilities, created)
 		return nil
@@ -625,10 +621,9 @@ func (s *Store) mac(token string) []byte {
 }
 
 func (r record) capability() Capability {
-	return Capability{
-		ID: r.ID, Name: r.Name, Permissions: slices.Clone(r.Permissions), Database: r.Database,
-		CreatedAt: r.CreatedAt, Revoked: r.Revoked,
-	}
+	c := r.Capability
+	c.Permissions = slices.Clone(r.Permissions)
+	return c
 }
 
 // pathless strips the path from a *fs.PathError or *os.LinkError, so that
