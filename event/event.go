@@ -144,15 +144,25 @@ type Stored struct {
 
 // NewStored builds a stored event and computes its hash.
 func NewStored(id ID, typ string, payload []byte) (Stored, error) {
-	if typ == "" || len(typ) > MaxTypeLen {
-		return Stored{}, fmt.Errorf("event: type must be 1..%d bytes", MaxTypeLen)
-	}
-	if len(payload) > MaxPayloadLen {
-		return Stored{}, fmt.Errorf("event: payload exceeds %d bytes", MaxPayloadLen)
+	if err := CheckLimits(typ, payload); err != nil {
+		return Stored{}, err
 	}
 	s := Stored{ID: id, Type: typ, Payload: payload}
 	s.Hash = Hash(id, typ, payload)
 	return s, nil
+}
+
+// CheckLimits reports whether an event of this type and payload can be
+// stored: the type is 1..MaxTypeLen bytes and the payload at most
+// MaxPayloadLen bytes.
+func CheckLimits(typ string, payload []byte) error {
+	if typ == "" || len(typ) > MaxTypeLen {
+		return fmt.Errorf("event: type must be 1..%d bytes", MaxTypeLen)
+	}
+	if len(payload) > MaxPayloadLen {
+		return fmt.Errorf("event: payload exceeds %d bytes", MaxPayloadLen)
+	}
+	return nil
 }
 
 // Hash is the event hash: SHA-256 over the identity, the type (length-prefixed),

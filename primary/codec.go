@@ -15,27 +15,58 @@ var ErrCorrupt = errors.New("primary: corrupt record")
 
 // Key layout. Every key starts with a one-byte namespace so that each record
 // kind is one contiguous, separately boundable range.
+//
+// The namespaces are ordered for the LSM: everything a commit writes sorts
+// after everything written before it, except the few keys of the namespaces
+// after nsCommit. A flushed memtable therefore overlaps only those small
+// namespaces of the older data (intents are deleted as they are delivered;
+// the meta keys are a handful), and Pebble does not rewrite the history and
+// events on every L0 compaction. (With history, events and intents in three
+// separately ascending namespaces, every flush spanned the older history and
+// intents, and each L0 compaction rewrote them: write amplification grew
+// with the size of the history.) Within nsCommit the records of one commit
+// are contiguous: its events, then its history record.
 const (
-	nsMeta    = 'm' // m<name>                 → meta values
-	nsHistory = 'h' // h<seq u64>              → history record
-	nsEvent   = 'e' // e<event id 12>          → exact stored event bytes
-	nsIntent  = 'i' // i<event id 12>          → outbox intent (the undelivered index)
-	nsIdem    = 'k' // k<idempotency key>      → idempotency record
+	nsCommit = 'c' // c<seq u64>e<pos u32>      → exact stored event bytes
+	//                 c<seq u64>h              → history record
+	nsIntent = 'i' // i<event id 12>          → outbox intent (the undelivered index)
+	nsIdem   = 'k' // k<idempotency key>      → idempotency record
+	nsMeta   = 'm' // m<name>                 → meta values
+
+	kindEvent   = 'e'
+	kindHistory = 'h'
+
+	historyKeyLen = 1 + 8 + 1
+	eventKeyLen   = 1 + 8 + 1 + 4
 )
 
 var (
 	keyIdentity    = []byte("m/identity")
 	keyIncarnation = []byte("m/incarnation")
+	keyLayout      = []byte("m/layout")
 	keyCount       = []byte("m/undelivered")
 	keyPruned      = []byte("m/pruned")
 )
 
-func historyKey(seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(make([]byte, 0, 9), nsHistory), seq)
+// layoutVersion is the key layout above, stored under keyLayout when the
+// database is created. A store without it, or with another version, is not
+// opened: its keys would be misread.
+const layoutVersion = 2
+
+// commitPrefix is the first key of commit seq's records.
+func commitPrefix(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, eventKeyLen), nsCommit), seq)
 }
 
+func historyKey(seq uint64) []byte { return append(commitPrefix(seq), kindHistory) }
+
 func eventKey(id event.ID) []byte {
-	return id.AppendBinary(append(make([]byte, 0, 1+event.IDLen), nsEvent))
+	return binary.BigEndian.AppendUint32(append(commitPrefix(id.Seq), kindEvent), id.Pos)
+}
+
+// isHistoryKey reports whether a key of nsCommit is a history record's.
+func isHistoryKey(k []byte) bool {
+	return len(k) == historyKeyLen && k[0] == nsCommit && k[historyKeyLen-1] == kindHistory
 }
 
 func intentKey(id event.ID) []byte {

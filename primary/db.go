@@ -47,6 +47,8 @@ var (
 	// ErrConflict is returned by an intent transition when the stored state
 	// differs from the given prior state (or the intent no longer exists).
 	ErrConflict = errors.New("primary: intent state conflict")
+	// ErrIncompatible is returned by Open for a store this build cannot read.
+	ErrIncompatible = errors.New("primary: incompatible store")
 	// ErrNotFound is returned by LoadEvent for an event that is not stored.
 	ErrNotFound = errors.New("primary: event not found")
 )
@@ -94,6 +96,12 @@ type DB struct {
 
 	// ready is closed once the index has been verified and recovered.
 	ready chan struct{}
+
+	// The committer (committer.go) applies command commits in groups.
+	commitQ    chan *commitReq
+	syncQ      chan syncJob
+	commitStop chan struct{}
+	commitDone chan struct{}
 
 	// mu is the commit critical section: sequence assignment, the durable
 	// count, and entry into Pebble's commit pipeline happen under it, so
@@ -200,6 +208,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("primary: write the creation marker: %w", errors.Unwrap(err))
 		}
 	}
+	db.startCommitter()
 	if opts.IndexGate != nil {
 		db.ops.Add(1)
 		go func() {
@@ -216,6 +225,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return db, nil
 	}
 	if err := db.buildIndex(ctx); err != nil {
+		db.stopCommitter()
 		_ = store.Close()
 		return nil, err
 	}
@@ -235,6 +245,7 @@ func (db *DB) load() error {
 		defer b.Close()
 		_ = b.Set(keyIdentity, id[:], nil)
 		_ = b.Set(keyIncarnation, encodeU64(1), nil)
+		_ = b.Set(keyLayout, encodeU64(layoutVersion), nil)
 		_ = b.Set(keyCount, encodeU64(0), nil)
 		_ = b.Set(keyPruned, encodePruned(prunedMark{First: 1}), nil)
 		if err := db.guard(func() error { return b.Commit(pebble.Sync) }); err != nil {
@@ -252,6 +263,12 @@ func (db *DB) load() error {
 		return fmt.Errorf("%w: database identity", ErrCorrupt)
 	}
 	copy(db.id[:], v)
+	if v, err = db.get(keyLayout); err != nil && !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("primary: read key layout: %w", err)
+	}
+	if l, _ := decodeU64(v); l != layoutVersion {
+		return fmt.Errorf("%w: the store's key layout is not version %d (it was created by a pre-release build); it cannot be opened", ErrIncompatible, layoutVersion)
+	}
 	if v, err = db.get(keyIncarnation); err != nil {
 		return fmt.Errorf("primary: read incarnation: %w", err)
 	}
@@ -275,11 +292,16 @@ func (db *DB) load() error {
 	db.prunedCum.Store(pm.Cum)
 	db.lastCum = pm.Cum
 	db.last = pm.First - 1
-	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: []byte{nsHistory}, UpperBound: prefixEnd(nsHistory)})
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: []byte{nsCommit}, UpperBound: prefixEnd(nsCommit)})
 	if err != nil {
 		return err
 	}
 	if it.Last() {
+		// A commit's history record is its last key.
+		if !isHistoryKey(it.Key()) {
+			_ = it.Close()
+			return fmt.Errorf("%w: the last commit has no history record", ErrCorrupt)
+		}
 		h, err := decodeHistory(it.Value())
 		if err != nil {
 			_ = it.Close()
@@ -318,6 +340,7 @@ func (db *DB) Close() error {
 	db.closed = true
 	db.life.Unlock()
 	db.ops.Wait()
+	db.stopCommitter()
 	err := db.store.Close()
 	if err != nil {
 		return fmt.Errorf("primary: close store: %w", err)

@@ -9,33 +9,40 @@
 // ONE synced Pebble batch, the history record, each event's exact
 // event.Stored bytes, one pending intent per event and the durable
 // undelivered count. A batch is one checksummed WAL record, so a commit is
-// all or nothing after a crash. The sequence is assigned and the batch
-// enters Pebble's commit pipeline (ApplyNoSyncWait) inside one critical
-// section, and the fsync is awaited outside it: WAL order equals sequence
+// all or nothing after a crash. Commits are group-committed (committer.go):
+// one goroutine takes every commit waiting at that moment, assigns their
+// sequences in order, writes them into one batch and enters Pebble's commit
+// pipeline (ApplyNoSyncWait) without waiting for the fsync, which a second
+// goroutine awaits, answering groups in order. WAL order equals sequence
 // order, so a crash can only lose a suffix of sequences (never leave a gap),
-// while concurrent commits share fsyncs (group commit).
+// and concurrent commits share batches and fsyncs.
 //
 // # Publication frontier
 //
 // Pebble makes a synced write visible before it is durable. The worker must
 // not deliver such an event: a crash could erase it and its identity would
 // be reused for different bytes. Frontier is the highest sequence such that
-// every sequence at or below it is durable and acknowledged; completions are
-// recorded and it advances only contiguously. ScanIntents never returns an
-// intent above it.
+// every sequence at or below it is durable: the syncer moves it to a group's
+// last sequence once the group's fsync has returned (groups are synced in
+// order). ScanIntents never returns an intent above it.
 //
 // # Keys
 //
-//	m/identity, m/incarnation      database identity (UUIDv7), history incarnation
-//	m/undelivered                  durable undelivered count (u64)
-//	m/pruned                       first retained sequence, pruned history bytes
-//	h ‖ seq(8)                     history record (versioned; see encodeHistory)
-//	e ‖ event id(12)               exact stored event bytes
+//	c ‖ seq(8) ‖ e ‖ pos(4)        exact stored event bytes
+//	c ‖ seq(8) ‖ h                 history record (versioned; see encodeHistory)
 //	i ‖ event id(12)               outbox intent (versioned; see encodeIntent)
 //	k ‖ idempotency key            commit sequence, event count, input hash
+//	m/identity, m/incarnation      database identity (UUIDv7), history incarnation
+//	m/layout                       this key layout's version (2)
+//	m/undelivered                  durable undelivered count (u64)
+//	m/pruned                       first retained sequence, pruned history bytes
 //
-// Intent keys sort by event id, so the undelivered index is scanned in event
-// order and its first key is the undelivered low-water mark.
+// Everything a commit writes sorts after all older commit data, except its
+// intents, idempotency key and the count: a flushed memtable overlaps only
+// those small namespaces of the older data, so L0 compactions do not rewrite
+// the history (see codec.go). Intent keys sort by event id, so the
+// undelivered index is scanned in event order and its first key is the
+// undelivered low-water mark.
 //
 // # Undelivered count
 //

@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/primary/contract"
 )
 
 // Commit is the result of a command commit.
@@ -102,19 +100,16 @@ func (db *DB) execute(ctx context.Context, command string, input json.RawMessage
 	if err != nil {
 		return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
+	if err := checkDrafts(drafts); err != nil {
+		return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
 	hash := inputHash(plan.ID, drafts[0].Payload)
 	done, err := db.enterReady(ctx)
 	if err != nil {
 		return Commit{}, err
 	}
 	defer done()
-	tp := traceParent(ctx)
-	var c Commit
-	err = db.guard(func() error {
-		var err error
-		c, err = db.commit(plan, drafts, hash, key, tp)
-		return err
-	})
+	c, err := db.submit(&commitReq{plan: plan, drafts: drafts, hash: hash, key: key, tp: traceParent(ctx)})
 	if err != nil {
 		return Commit{}, err
 	}
@@ -125,82 +120,9 @@ func (db *DB) execute(ctx context.Context, command string, input json.RawMessage
 		}
 		return c, nil
 	}
-	db.frontier.complete(c.Seq)
 	trace.SpanFromContext(ctx).AddEvent("durable")
 	db.refreshUsage()
 	return c, nil
-}
-
-// commit assigns the sequence and enters the commit pipeline under db.mu,
-// then waits for the group fsync outside it.
-func (db *DB) commit(plan *contract.Plan, drafts []contract.Draft, hash [32]byte, key, tp string) (Commit, error) {
-	db.mu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			db.mu.Unlock()
-		}
-	}()
-	if key != "" {
-		v, err := db.get(idemKey(key))
-		switch {
-		case err == nil:
-			rec, err := decodeIdem(v)
-			if err != nil {
-				return Commit{}, err
-			}
-			if rec.InputHash != hash {
-				return Commit{}, ErrIdempotencyConflict
-			}
-			return Commit{Seq: rec.Seq, Events: eventIDs(rec.Seq, rec.Events), Replayed: true}, nil
-		case !errors.Is(err, pebble.ErrNotFound):
-			return Commit{}, fmt.Errorf("primary: read idempotency key: %w", err)
-		}
-	}
-	now := db.clock()
-	seq := db.last + 1
-	n := uint32(len(drafts))
-	b := db.store.NewBatch()
-	defer b.Close()
-	var size uint64
-	for i, d := range drafts {
-		id := event.ID{Seq: seq, Pos: uint32(i)}
-		st, err := event.NewStored(id, d.Type, d.Payload)
-		if err != nil {
-			return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
-		}
-		enc := st.Encode()
-		ek := eventKey(id)
-		_ = b.Set(ek, enc, nil)
-		size += uint64(len(ek) + len(enc))
-		_ = b.Set(intentKey(id), encodeIntent(Intent{
-			Event: id, State: IntentPending, CommittedAt: now, TraceParent: tp, EncodedLen: len(enc),
-		}), nil)
-	}
-	h := historyRecord{Seq: seq, CommittedAt: now, PlanID: plan.ID, IdemKey: key, InputHash: hash, Events: n}
-	hk := historyKey(seq)
-	size += uint64(len(hk) + historyLen(h))
-	h.Cum = db.lastCum + size
-	_ = b.Set(hk, encodeHistory(h), nil)
-	if key != "" {
-		_ = b.Set(idemKey(key), encodeIdem(idemRecord{Seq: seq, Events: n, InputHash: hash}), nil)
-	}
-	count := db.countDur + uint64(n)
-	_ = b.Set(keyCount, encodeU64(count), nil)
-	if err := db.store.ApplyNoSyncWait(b, pebble.Sync); err != nil {
-		return Commit{}, db.writeFailed(err)
-	}
-	db.last, db.lastCum, db.countDur = seq, h.Cum, count
-	db.lastAtom.Store(seq)
-	db.cumAtom.Store(h.Cum)
-	db.idx.count.Store(count)
-	db.idx.add(seq, n)
-	locked = false
-	db.mu.Unlock()
-	if err := b.SyncWait(); err != nil {
-		return Commit{}, db.writeFailed(err)
-	}
-	return Commit{Seq: seq, Events: eventIDs(seq, n)}, nil
 }
 
 func eventIDs(seq uint64, n uint32) []event.ID {

@@ -7,47 +7,32 @@ import (
 )
 
 // frontier tracks the publication frontier: the highest sequence such that
-// every sequence at or below it is durable and acknowledged. Commits become
-// durable out of order (group commit wakes waiters in any order), so
-// completions are recorded and the frontier advances only while the next
-// sequence is done.
+// every sequence at or below it is durable. The syncer (committer.go) answers
+// groups in sequence order, so it moves the frontier to each group's last
+// sequence once that group's fsync has returned.
 type frontier struct {
 	mu     sync.Mutex
 	value  atomic.Uint64
-	done   map[uint64]struct{}
 	wake   chan struct{} // closed and replaced whenever the frontier advances
 	notify chan struct{} // cap 1, non-blocking send on every advance
 }
 
 func (f *frontier) init() {
-	f.done = make(map[uint64]struct{})
 	f.wake = make(chan struct{})
 	f.notify = make(chan struct{}, 1)
 }
 
 func (f *frontier) reset(v uint64) { f.value.Store(v) }
 
-// complete records that seq is durable and advances the frontier as far as
-// contiguity allows.
-func (f *frontier) complete(seq uint64) {
+// advance moves the frontier to seq, which the caller knows to be durable
+// together with every sequence below it.
+func (f *frontier) advance(seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v := f.value.Load()
-	if seq <= v {
+	if seq <= f.value.Load() {
 		return
 	}
-	f.done[seq] = struct{}{}
-	for {
-		if _, ok := f.done[v+1]; !ok {
-			break
-		}
-		delete(f.done, v+1)
-		v++
-	}
-	if v == f.value.Load() {
-		return
-	}
-	f.value.Store(v)
+	f.value.Store(seq)
 	close(f.wake)
 	f.wake = make(chan struct{})
 	select {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -130,4 +131,114 @@ func FuzzDecodeSmallRecords(f *testing.F) {
 			t.Fatal("intent key does not round-trip")
 		}
 	})
+}
+
+// TestGroupAppliesIdempotencyWithinTheGroup hands the committer's group
+// function one group that uses a key twice with the same input and once
+// with another: the first commits, the second replays it, the third is a
+// conflict, and only the two fresh commits take sequences.
+func TestGroupAppliesIdempotencyWithinTheGroup(t *testing.T) {
+	db := openInternal(t, vfs.NewMem())
+	defer db.Close()
+	plan, _ := db.opts.Contract.Command("two")
+	mk := func(key, in string) *commitReq {
+		drafts, err := plan.Events(json.RawMessage(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &commitReq{plan: plan, drafts: drafts, hash: inputHash(plan.ID, drafts[0].Payload), key: key}
+	}
+	group := []*commitReq{mk("a", `{"x":1}`), mk("a", `{"x":1}`), mk("a", `{"x":2}`), mk("", `{"x":3}`)}
+	job, err := db.applyGroup(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.b.SyncWait(); err != nil {
+		t.Fatal(err)
+	}
+	_ = job.b.Close()
+	if c := group[0].c; group[0].err != nil || c.Seq != 1 || c.Replayed {
+		t.Fatalf("first = %+v, %v; want fresh seq 1", c, group[0].err)
+	}
+	if c := group[1].c; group[1].err != nil || c.Seq != 1 || !c.Replayed {
+		t.Fatalf("same key and input = %+v, %v; want a replay of seq 1", c, group[1].err)
+	}
+	if !errors.Is(group[2].err, ErrIdempotencyConflict) {
+		t.Fatalf("same key, other input: err = %v, want ErrIdempotencyConflict", group[2].err)
+	}
+	if c := group[3].c; group[3].err != nil || c.Seq != 2 {
+		t.Fatalf("unkeyed = %+v, %v; want seq 2", c, group[3].err)
+	}
+	if job.last != 2 || db.LastCommitSequence() != 2 {
+		t.Fatalf("group last = %d, last commit = %d; want 2", job.last, db.LastCommitSequence())
+	}
+	if n, _ := db.UndeliveredCount(); n != 4 {
+		t.Fatalf("undelivered = %d, want 4 (two commits of two events)", n)
+	}
+}
+
+// TestKeyLayoutPutsNewCommitsLast checks the ordering the layout relies on:
+// every key of a commit sorts after every commit key written before it, a
+// commit's history record is its last key, and the intent, idempotency and
+// meta namespaces come after all commit data.
+func TestKeyLayoutPutsNewCommitsLast(t *testing.T) {
+	keysOf := func(seq uint64, events uint32) [][]byte {
+		var ks [][]byte
+		for p := range events {
+			ks = append(ks, eventKey(event.ID{Seq: seq, Pos: p}))
+		}
+		return append(ks, historyKey(seq))
+	}
+	var prev [][]byte
+	for _, seq := range []uint64{1, 2, 255, 256, 65536, 1 << 40} {
+		ks := keysOf(seq, 300)
+		for i := 1; i < len(ks); i++ {
+			if bytes.Compare(ks[i-1], ks[i]) >= 0 {
+				t.Fatalf("seq %d: key %x does not sort before %x", seq, ks[i-1], ks[i])
+			}
+		}
+		if !isHistoryKey(ks[len(ks)-1]) || isHistoryKey(ks[0]) {
+			t.Fatalf("seq %d: history key not recognised", seq)
+		}
+		for _, p := range prev {
+			if bytes.Compare(p, ks[0]) >= 0 {
+				t.Fatalf("key %x of an earlier commit sorts after %x of commit %d", p, ks[0], seq)
+			}
+		}
+		prev = ks
+	}
+	top := historyKey(^uint64(0))
+	for _, k := range [][]byte{intentKey(event.ID{Seq: 1}), idemKey(""), keyIdentity, keyIncarnation, keyLayout, keyCount, keyPruned} {
+		if bytes.Compare(top, k) >= 0 {
+			t.Fatalf("key %q sorts among the commit data", k)
+		}
+	}
+	if !(nsIntent < nsIdem && nsIdem < nsMeta) {
+		t.Fatal("namespaces out of order")
+	}
+}
+
+// TestOpenRefusesAnotherKeyLayout: a store without the layout marker (made
+// by a pre-release build) or with another version is not opened.
+func TestOpenRefusesAnotherKeyLayout(t *testing.T) {
+	for name, edit := range map[string]func(*pebble.DB) error{
+		"missing": func(s *pebble.DB) error { return s.Delete(keyLayout, pebble.Sync) },
+		"older":   func(s *pebble.DB) error { return s.Set(keyLayout, encodeU64(1), pebble.Sync) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			db := openInternal(t, fs)
+			if err := edit(db.store); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := contract.Compile([]byte("[commands.two]\ninput = { x = \"int\" }\nemits = [\"a\", \"b\"]\n"))
+			_, err := Open(context.Background(), Options{Path: "/db", Contract: c, FS: fs})
+			if !errors.Is(err, ErrIncompatible) {
+				t.Fatalf("Open = %v, want ErrIncompatible", err)
+			}
+		})
+	}
 }

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/riffdb/riffdb/event"
 )
 
 // usage caches the reclaimable history bytes so HistoryUsage reads no store.
@@ -123,13 +121,16 @@ func (db *DB) storeLowWater() (uint64, bool) {
 }
 
 func (db *DB) pruneRange(first, end uint64) (int, error) {
-	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: historyKey(first), UpperBound: historyKey(end)})
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: commitPrefix(first), UpperBound: commitPrefix(end)})
 	if err != nil {
 		return 0, err
 	}
 	var keys []string
 	var cum, lastSeq uint64
 	for ok := it.First(); ok; ok = it.Next() {
+		if !isHistoryKey(it.Key()) {
+			continue // an event of the commit
+		}
 		h, err := decodeHistory(it.Value())
 		if err != nil {
 			_ = it.Close()
@@ -148,8 +149,7 @@ func (db *DB) pruneRange(first, end uint64) (int, error) {
 	}
 	b := db.store.NewBatch()
 	defer b.Close()
-	_ = b.DeleteRange(historyKey(first), historyKey(end), nil)
-	_ = b.DeleteRange(eventKey(event.ID{Seq: first}), eventKey(event.ID{Seq: end}), nil)
+	_ = b.DeleteRange(commitPrefix(first), commitPrefix(end), nil) // history records and events
 	for _, k := range keys {
 		v, err := db.get(idemKey(k))
 		if errors.Is(err, pebble.ErrNotFound) {
