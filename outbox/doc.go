@@ -20,7 +20,12 @@
 // member whose lease passed before it is reached renews its lease first.
 // Accepted members are completed up to 16 per primary transaction, flushed at
 // the bound, at page end, or before ordinary failure handling. Nothing waits to
-// fill a group.
+// fill a group. A completion is applied without its own fsync: the next claim
+// (or retry, dead letter, command commit) is synced through the same
+// write-ahead log and makes it durable, and a pass that completed anything
+// syncs the primary before it ends. Per 16 events the primary thus syncs once
+// (the claim), not twice; a claim is always durable before its first member
+// is delivered, so every attempt stays counted.
 //
 // # Failures
 //
@@ -33,10 +38,11 @@
 // claim, failures follow the retry policy: at most 32 attempts, 1 s apart, then
 // a dead letter, which stays undelivered and fences retention.
 //
-// A crash at any point replays at most the bounded groups in flight: the
-// primary returns every delivering intent to pending at startup (the claim
-// stays counted), and redelivery hits the same archive key, where equal bytes
-// are accepted once.
+// A crash at any point replays at most the bounded groups in flight (the run
+// being delivered and the last completion group, whose removal the next claim
+// would have made durable): the primary returns every delivering intent to
+// pending at startup (the claim stays counted), and redelivery hits the same
+// archive key, where equal bytes are accepted once.
 //
 // The worker never blocks the primary's command path: it only reads the index
 // and writes intent transitions.

@@ -216,7 +216,7 @@ func (w *Worker) complete(ctx context.Context, group []primary.Intent, reason st
 		trace.WithAttributes(in.db, AttrReason.String(reason), attrBatch.Int(len(group)),
 			AttrFirst.String(group[0].Event.String()), AttrLast.String(group[len(group)-1].Event.String())))
 	start := time.Now()
-	err := w.src.Complete(ctx, group)
+	err := w.src.CompleteDeferred(ctx, group)
 	set := metric.WithAttributeSet(attribute.NewSet(in.db, AttrReason.String(reason)))
 	in.flushDur.Record(ctx, time.Since(start).Seconds(), set)
 	if err == nil {

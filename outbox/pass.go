@@ -32,6 +32,14 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	defer w.passMu.Unlock()
 	p := &pass{w: w, ctx: ctx}
 	err := p.run()
+	if p.unsynced {
+		// Completions are applied without their own fsync (the next claim's
+		// makes them durable); make the last ones durable before the worker
+		// goes idle, so a crash replays at most the work in flight.
+		if serr := w.src.Sync(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			err = fmt.Errorf("outbox: sync completions: %w", serr)
+		}
+	}
 	w.mu.Lock()
 	w.nextDue = p.nextDue
 	w.mu.Unlock()
@@ -45,6 +53,9 @@ type pass struct {
 	group   []primary.Intent // accepted, awaiting completion
 	nextDue time.Time
 	halted  bool
+	// unsynced is set once a completion was applied; RunOnce syncs the
+	// source at the end of the pass.
+	unsynced bool
 }
 
 func (p *pass) now() time.Time { return p.w.clock.Now() }
@@ -294,6 +305,7 @@ func (p *pass) flush(reason string) error {
 	}
 	group := p.group
 	p.group = nil
+	p.unsynced = true
 	if err := p.w.complete(p.ctx, group, reason); err != nil {
 		return fmt.Errorf("outbox: complete: %w", err)
 	}

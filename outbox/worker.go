@@ -39,7 +39,12 @@ type Source interface {
 	LoadEvent(ctx context.Context, id event.ID) ([]byte, error)
 	Claim(ctx context.Context, members []primary.Intent, lease time.Time) ([]primary.Intent, error)
 	Renew(ctx context.Context, in primary.Intent, lease time.Time) (primary.Intent, error)
-	Complete(ctx context.Context, members []primary.Intent) error
+	// CompleteDeferred removes delivered members without waiting for the
+	// fsync; the next synced write to the source (the next claim, retry or
+	// dead letter) or Sync makes the removal durable.
+	CompleteDeferred(ctx context.Context, members []primary.Intent) error
+	// Sync makes every write applied so far durable.
+	Sync(ctx context.Context) error
 	Retry(ctx context.Context, in primary.Intent, at time.Time) (primary.Intent, error)
 	DeadLetter(ctx context.Context, in primary.Intent, reason string) (primary.Intent, error)
 }

@@ -129,7 +129,7 @@ func (s *recordingSource) Claim(ctx context.Context, m []primary.Intent, lease t
 	return s.DB.Claim(ctx, m, lease)
 }
 
-func (s *recordingSource) Complete(ctx context.Context, m []primary.Intent) error {
+func (s *recordingSource) CompleteDeferred(ctx context.Context, m []primary.Intent) error {
 	s.mu.Lock()
 	s.completes = append(s.completes, len(m))
 	fail := s.failComplete
@@ -137,7 +137,7 @@ func (s *recordingSource) Complete(ctx context.Context, m []primary.Intent) erro
 	if fail != nil {
 		return fail
 	}
-	return s.DB.Complete(ctx, m)
+	return s.DB.CompleteDeferred(ctx, m)
 }
 
 func (s *recordingSource) Renew(ctx context.Context, in primary.Intent, lease time.Time) (primary.Intent, error) {
@@ -601,5 +601,26 @@ func TestCrashReplayIsAcceptedOnce(t *testing.T) {
 	res := b.run(t)
 	if res.Duplicates != 16 || res.Stored != 4 || b.dst.len() != 20 || b.pending(t) != 0 {
 		t.Fatalf("replay: %+v archive %d pending %d", res, b.dst.len(), b.pending(t))
+	}
+}
+
+// TestPassEndMakesCompletionsDurable: completions are applied without their
+// own fsync, so the pass syncs the source before it ends; a crash right
+// after the pass replays nothing.
+func TestPassEndMakesCompletionsDurable(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	b := &bundle{fs: mem, dst: newMemArchive(1 << 30), clock: &fakeClock{now: time.Unix(1_800_000_000, 0)}}
+	b.db = openDB(t, mem, b.clock)
+	t.Cleanup(func() { _ = b.db.Close() })
+	b.src = &recordingSource{DB: b.db}
+	b.newWorker(t, 0)
+	b.commit(t, 20)
+	if res := b.run(t); res.Completed != 20 {
+		t.Fatalf("pass: %+v", res)
+	}
+	db2 := openDB(t, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), b.clock)
+	defer db2.Close()
+	if n, st := db2.UndeliveredCount(); st != primary.IndexReady || n != 0 {
+		t.Fatalf("after a crash right after the pass: %d undelivered (%s), want 0", n, st)
 	}
 }

@@ -133,7 +133,7 @@ func (db *DB) LoadEvent(ctx context.Context, id event.ID) ([]byte, error) {
 // attempt and the given lease deadline. It is all or nothing: ErrConflict if
 // any stored state differs from the given one.
 func (db *DB) Claim(ctx context.Context, members []Intent, lease time.Time) ([]Intent, error) {
-	return db.transition(ctx, members, false, func(in Intent) (Intent, bool) {
+	return db.transition(ctx, members, false, true, func(in Intent) (Intent, bool) {
 		if in.State == IntentDeadLetter {
 			return in, false
 		}
@@ -191,14 +191,43 @@ func (db *DB) DeadLetter(ctx context.Context, in Intent, reason string) (Intent,
 // exact given delivering state, and lowers the undelivered count by their
 // number. All or nothing: ErrConflict if any stored state differs.
 func (db *DB) Complete(ctx context.Context, members []Intent) error {
-	_, err := db.transition(ctx, members, true, func(in Intent) (Intent, bool) {
-		return in, in.State == IntentDelivering
-	})
+	_, err := db.transition(ctx, members, true, true, completable)
 	return err
 }
 
+// CompleteDeferred is Complete without waiting for the fsync: it returns
+// once the removal is applied (counted, and invisible to scans). The removal
+// becomes durable with the next synced write to this database (a claim, a
+// renewal, a retry, a dead letter, a command commit) or Sync: all of them go
+// through the same write-ahead log, in order. A crash before then leaves the
+// members delivering, so startup recovery returns them to pending and they
+// are delivered again (the archive accepts equal bytes once); the
+// undelivered count stays equal to the index, as both are in one batch.
+func (db *DB) CompleteDeferred(ctx context.Context, members []Intent) error {
+	_, err := db.transition(ctx, members, true, false, completable)
+	return err
+}
+
+func completable(in Intent) (Intent, bool) { return in, in.State == IntentDelivering }
+
+// Sync makes every write applied so far durable (one fsync of the
+// write-ahead log), for example the removals of CompleteDeferred.
+func (db *DB) Sync(ctx context.Context) error {
+	done, err := db.enter()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return db.guard(func() error {
+		if err := db.store.LogData(nil, pebble.Sync); err != nil {
+			return db.writeFailed(err)
+		}
+		return nil
+	})
+}
+
 func (db *DB) one(ctx context.Context, in Intent, next func(Intent) (Intent, bool)) (Intent, error) {
-	out, err := db.transition(ctx, []Intent{in}, false, next)
+	out, err := db.transition(ctx, []Intent{in}, false, true, next)
 	if err != nil {
 		return Intent{}, err
 	}
@@ -207,8 +236,9 @@ func (db *DB) one(ctx context.Context, in Intent, next func(Intent) (Intent, boo
 
 // transition applies next to every member after checking that its stored
 // state equals the given one, writing all results (or removals) in one
-// synced batch.
-func (db *DB) transition(ctx context.Context, members []Intent, remove bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
+// batch, synced unless sync is false (then it returns once the batch is
+// applied).
+func (db *DB) transition(ctx context.Context, members []Intent, remove, sync bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
 	if len(members) == 0 {
 		return nil, nil
 	}
@@ -220,7 +250,7 @@ func (db *DB) transition(ctx context.Context, members []Intent, remove bool, nex
 	var out []Intent
 	err = db.guard(func() error {
 		var err error
-		out, err = db.transitionLocked(members, remove, next)
+		out, err = db.transitionLocked(members, remove, sync, next)
 		return err
 	})
 	if err != nil {
@@ -232,7 +262,7 @@ func (db *DB) transition(ctx context.Context, members []Intent, remove bool, nex
 	return out, nil
 }
 
-func (db *DB) transitionLocked(members []Intent, remove bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
+func (db *DB) transitionLocked(members []Intent, remove, sync bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
 	db.casMu.Lock()
 	casLocked := true
 	defer func() {
@@ -278,11 +308,15 @@ func (db *DB) transitionLocked(members []Intent, remove bool, next func(Intent) 
 			_ = b.Set(k, encodeIntent(n), nil)
 		}
 	}
+	apply := func() error { return db.store.ApplyNoSyncWait(b, pebble.Sync) }
+	if !sync {
+		apply = func() error { return db.store.Apply(b, pebble.NoSync) }
+	}
 	if remove {
 		db.mu.Lock()
 		count := db.countDur - uint64(len(members))
 		_ = b.Set(keyCount, encodeU64(count), nil)
-		if err := db.store.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		if err := apply(); err != nil {
 			db.mu.Unlock()
 			return nil, db.writeFailed(err)
 		}
@@ -290,11 +324,14 @@ func (db *DB) transitionLocked(members []Intent, remove bool, next func(Intent) 
 		db.idx.count.Store(count)
 		db.idx.remove(ids)
 		db.mu.Unlock()
-	} else if err := db.store.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+	} else if err := apply(); err != nil {
 		return nil, db.writeFailed(err)
 	}
 	casLocked = false
 	db.casMu.Unlock()
+	if !sync {
+		return out, nil
+	}
 	if err := b.SyncWait(); err != nil {
 		return nil, db.writeFailed(err)
 	}
@@ -381,7 +418,7 @@ func (db *DB) transitionFn(members []Intent, next func(Intent) (Intent, bool)) (
 	var out []Intent
 	err := db.guard(func() error {
 		var err error
-		out, err = db.transitionLocked(members, false, next)
+		out, err = db.transitionLocked(members, false, true, next)
 		return err
 	})
 	return out, err

@@ -292,3 +292,69 @@ func TestClosed(t *testing.T) {
 }
 
 func (g *syncGate) String() string { return "syncGate" }
+
+// TestCompleteDeferredIsDurableWithTheNextSyncedWrite: a deferred completion
+// is applied at once (count and scans), lost by a crash before any synced
+// write (its members come back delivering, then pending with the claim
+// counted), and durable after Sync or after the next synced transition.
+func TestCompleteDeferredIsDurableWithTheNextSyncedWrite(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		after   func(t *testing.T, db *primary.DB, other primary.Intent)
+		durable bool
+	}{
+		{"crash before any sync", func(*testing.T, *primary.DB, primary.Intent) {}, false},
+		{"Sync", func(t *testing.T, db *primary.DB, _ primary.Intent) {
+			if err := db.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"next claim", func(t *testing.T, db *primary.DB, other primary.Intent) {
+			if _, err := db.Claim(ctx, []primary.Intent{other}, time.Unix(2_000_000_000, 0)); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			db, bu := setup(t, func(o *primary.Options) { o.FS = mem })
+			exec(t, db, "two", `{"x":1}`, "")
+			exec(t, db, "two", `{"x":2}`, "")
+			all := allIntents(t, db)
+			claimed, err := db.Claim(ctx, all[:2], bu.clock.Now().Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.CompleteDeferred(ctx, claimed); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := db.UndeliveredCount(); n != 2 || len(allIntents(t, db)) != 2 {
+				t.Fatalf("after CompleteDeferred: count %d, intents %d; want 2 and 2", n, len(allIntents(t, db)))
+			}
+			tc.after(t, db, all[2])
+			clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			o := bu.opts
+			o.FS = clone
+			db2, err := primary.Open(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db2.Close()
+			got := allIntents(t, db2)
+			n, _ := db2.UndeliveredCount()
+			if n != uint64(len(got)) {
+				t.Fatalf("count %d but %d intents after the crash", n, len(got))
+			}
+			if tc.durable {
+				if len(got) != 2 || got[0].Event != all[2].Event {
+					t.Fatalf("after the crash: %+v; want the completed members gone", got)
+				}
+				return
+			}
+			if len(got) != 4 || got[0].State != primary.IntentPending || got[0].Attempts != 1 {
+				t.Fatalf("after the crash: %+v; want all four intents, the completed ones pending with their claim counted", got)
+			}
+		})
+	}
+}
