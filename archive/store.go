@@ -687,24 +687,20 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// One storage call reads every key: a run's keys are consecutive, so
+	// the monotonic seeks of one iterator cost little more than one seek.
+	exists := make([]bool, len(keys))
+	if err := guarded(ctx, s.st, s.timeout, "reading the keys", false, func() error {
+		return s.present(keys, exists)
+	}); err != nil {
+		return 0, err
+	}
 	used := s.acct.EncodedBytes
 	seen := make(map[event.Key]struct{}, len(keys))
 	for i, k := range keys {
 		charge := Charge(k, records[i])
-		if _, dup := seen[k]; dup {
+		if _, dup := seen[k]; dup || exists[i] {
 			charge = 0
-		} else {
-			var exists bool
-			if err := guarded(ctx, s.st, s.timeout, "reading the key", false, func() error {
-				v, err := get(s.db, recordKey(k))
-				exists = v != nil
-				return err
-			}); err != nil {
-				return 0, err
-			}
-			if exists {
-				charge = 0
-			}
 		}
 		if used+charge > s.quota {
 			n = i
@@ -723,6 +719,19 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 		}
 	}
 	return n, nil
+}
+
+// present sets exists[i] when keys[i] holds a record.
+func (s *Store) present(keys []event.Key, exists []bool) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: []byte{prefixRecord + 1}})
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		rk := recordKey(k)
+		exists[i] = it.SeekGE(rk) && bytes.Equal(it.Key(), rk)
+	}
+	return it.Close()
 }
 
 // Usage returns the durable accounting, the quota and the allocated bytes,

@@ -182,14 +182,14 @@ func (p *pass) page(page []primary.Intent) error {
 func (p *pass) load(run []primary.Intent) ([]event.Key, [][]byte, error) {
 	db, inc := p.w.src.Identity(), p.w.src.Incarnation()
 	keys := make([]event.Key, len(run))
-	records := make([][]byte, len(run))
+	ids := make([]event.ID, len(run))
 	for k, in := range run {
-		b, err := p.w.src.LoadEvent(p.ctx, in.Event)
-		if err != nil {
-			return nil, nil, fmt.Errorf("outbox: load event %s: %w", in.Event, err)
-		}
+		ids[k] = in.Event
 		keys[k] = event.Key{Database: db, Incarnation: inc, Event: in.Event}
-		records[k] = b
+	}
+	records, err := p.w.src.LoadEvents(p.ctx, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("outbox: load events %s..%s: %w", ids[0], ids[len(ids)-1], err)
 	}
 	return keys, records, nil
 }

@@ -36,7 +36,8 @@ type Source interface {
 	Incarnation() uint64
 	Notify() <-chan struct{}
 	ScanIntents(ctx context.Context, after *event.ID, limit int) ([]primary.Intent, error)
-	LoadEvent(ctx context.Context, id event.ID) ([]byte, error)
+	// LoadEvents returns the stored bytes of each event, in order.
+	LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error)
 	Claim(ctx context.Context, members []primary.Intent, lease time.Time) ([]primary.Intent, error)
 	Renew(ctx context.Context, in primary.Intent, lease time.Time) (primary.Intent, error)
 	// CompleteDeferred removes delivered members without waiting for the

@@ -1,6 +1,7 @@
 package primary_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -348,5 +349,34 @@ func TestNoSequenceGapsUnderConcurrency(t *testing.T) {
 		if _, err := db2.LoadEvent(context.Background(), event.ID{Seq: s}); err != nil {
 			t.Fatalf("seq %d after reopen: %v", s, err)
 		}
+	}
+}
+
+// TestLoadEventsMatchesLoadEvent: the batch read returns each event's exact
+// bytes in the order asked (also out of key order and across commits) and
+// refuses a missing event.
+func TestLoadEventsMatchesLoadEvent(t *testing.T) {
+	db, _ := setup(t)
+	ctx := context.Background()
+	var ids []event.ID
+	for i := range 3 {
+		ids = append(ids, exec(t, db, "two", fmt.Sprintf(`{"x":%d}`, i), "").Events...)
+	}
+	ask := []event.ID{ids[1], ids[0], ids[5], ids[2], ids[2]}
+	got, err := db.LoadEvents(ctx, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ask {
+		want, err := db.LoadEvent(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[i], want) {
+			t.Fatalf("LoadEvents[%d] (%s) = %x, want %x", i, id, got[i], want)
+		}
+	}
+	if _, err := db.LoadEvents(ctx, []event.ID{ids[0], {Seq: 3, Pos: 7}}); !errors.Is(err, primary.ErrNotFound) {
+		t.Fatalf("LoadEvents with a missing event = %v, want ErrNotFound", err)
 	}
 }
