@@ -75,6 +75,15 @@ func (p *Plan) fieldIndex(name string) int {
 }
 
 func (p *Plan) parse(input json.RawMessage) ([]value, error) {
+	if values, ok := p.parseFast(input); ok {
+		return values, nil
+	}
+	return p.parseDecoder(input)
+}
+
+// parseDecoder is the reference parser: encoding/json's decoder, token by
+// token. It produces every error.
+func (p *Plan) parseDecoder(input json.RawMessage) ([]value, error) {
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
 	tok, err := dec.Token()
