@@ -76,14 +76,16 @@ type Options struct {
 
 // DB is an open primary database. All methods are safe for concurrent use.
 type DB struct {
-	opts   Options
-	log    *zap.Logger
-	alias  string
-	clock  func() time.Time
-	store  *pebble.DB
-	id     event.DatabaseID
-	incarn uint64
-	tel    telemetry
+	opts  Options
+	log   *zap.Logger
+	alias string
+	clock func() time.Time
+	store *pebble.DB
+	id    event.DatabaseID
+	// idString is id.String(), for span attributes.
+	idString string
+	incarn   uint64
+	tel      telemetry
 
 	// life guards closed and the in-flight operation count.
 	life    sync.RWMutex
@@ -202,6 +204,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		_ = store.Close()
 		return nil, err
 	}
+	db.idString = db.id.String()
+	var names []string
+	for _, p := range opts.Contract.Commands() {
+		names = append(names, p.Name)
+	}
+	db.prepareDurationAttrs(names)
 	if !marked {
 		if err := markCreated(opts.FS, opts.Path); err != nil {
 			_ = store.Close()

@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
@@ -37,7 +36,7 @@ func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage
 	start := db.clock()
 	ctx, span := db.tel.tracer.Start(ctx, "riffdb.command", trace.WithAttributes(
 		attribute.String("riffdb.database", db.alias),
-		attribute.String("riffdb.database.id", db.id.String()),
+		attribute.String("riffdb.database.id", db.idString),
 		attribute.String("riffdb.command", command),
 	))
 	c, err := db.execute(ctx, command, input, idempotencyKey)
@@ -58,11 +57,7 @@ func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage
 	if errors.Is(err, ErrUnknownCommand) {
 		label = "_unknown" // a caller's typo must not mint a new series
 	}
-	db.tel.duration.Record(context.WithoutCancel(ctx), db.clock().Sub(start).Seconds(), metric.WithAttributes(
-		attribute.String("riffdb.database", db.alias),
-		attribute.String("riffdb.command", label),
-		attribute.String("result", result),
-	))
+	db.tel.duration.Record(context.WithoutCancel(ctx), db.clock().Sub(start).Seconds(), db.durationOption(label, result))
 	return c, err
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -15,6 +17,42 @@ const instrumentationName = "github.com/riffdb/riffdb/primary"
 type telemetry struct {
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
+	// durationAttrs holds the histogram's attribute set per (command label,
+	// result), built once at Open: building a set sorts and hashes its
+	// attributes, which is measurable on the commit path.
+	durationAttrs map[[2]string]metric.MeasurementOption
+}
+
+// results are every result label Execute records (see resultOf).
+var results = []string{"committed", "replayed", "unknown_command", "invalid_input",
+	"idempotency_conflict", "failed", "closed", "canceled", "error"}
+
+// durationOption returns the attribute option of one command duration
+// measurement.
+func (db *DB) durationOption(label, result string) metric.MeasurementOption {
+	if o, ok := db.tel.durationAttrs[[2]string{label, result}]; ok {
+		return o
+	}
+	return metric.WithAttributes(
+		attribute.String("riffdb.database", db.alias),
+		attribute.String("riffdb.command", label),
+		attribute.String("result", result),
+	)
+}
+
+// prepareDurationAttrs builds the attribute sets of every known command
+// label and result. The map is read-only afterwards.
+func (db *DB) prepareDurationAttrs(commands []string) {
+	db.tel.durationAttrs = make(map[[2]string]metric.MeasurementOption, (len(commands)+1)*len(results))
+	for _, c := range append(commands, "_unknown") {
+		for _, r := range results {
+			db.tel.durationAttrs[[2]string{c, r}] = metric.WithAttributeSet(attribute.NewSet(
+				attribute.String("riffdb.database", db.alias),
+				attribute.String("riffdb.command", c),
+				attribute.String("result", r),
+			))
+		}
+	}
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, error) {
@@ -30,6 +68,9 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 
 // traceParent returns the W3C traceparent of the span in ctx, or "".
 func traceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return "" // nothing to propagate (tracing off or no span)
+	}
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)
 	tp := c.Get("traceparent")
