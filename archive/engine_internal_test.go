@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -77,5 +78,58 @@ func TestBackgroundErrorsAreRateLimited(t *testing.T) {
 	}
 	if st.err() != nil {
 		t.Fatal("a background error alone must not make the store unusable")
+	}
+}
+
+// TestGuardedTxnCancelWhileReading: ctx ending before the write began does
+// not abandon the call nor mark the store unusable; fn sees the
+// cancellation and returns without writing.
+func TestGuardedTxnCancelWhileReading(t *testing.T) {
+	t.Parallel()
+	st, _, _ := newTestState()
+	ctx, cancel := context.WithCancel(context.Background())
+	reading := make(chan struct{})
+	go func() { <-reading; cancel() }()
+	wrote := false
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(atomic.Bool), func(writing *atomic.Bool) error {
+		close(reading)
+		time.Sleep(20 * time.Millisecond) // the read; ctx ends meanwhile
+		writing.Store(true)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: cancelled before writing: %w", ErrUnavailable, err)
+		}
+		wrote = true
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || wrote {
+		t.Fatalf("err = %v, wrote = %v; want the cancellation and no write", err, wrote)
+	}
+	if st.err() != nil {
+		t.Fatalf("store marked unusable by a cancellation before any write: %v", st.err())
+	}
+	cancel()
+}
+
+// TestGuardedTxnCancelWhileWriting: ctx ending once the write began
+// abandons the call at once and marks the store unusable (the outcome of
+// the write is unknown).
+func TestGuardedTxnCancelWhileWriting(t *testing.T) {
+	t.Parallel()
+	st, _, _ := newTestState()
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	defer close(release)
+	start := time.Now()
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(atomic.Bool), func(writing *atomic.Bool) error {
+		writing.Store(true)
+		cancel() // ctx ends while the "commit" hangs
+		<-release
+		return nil
+	})
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) || st.err() == nil {
+		t.Fatalf("err = %v, store error = %v; want an abandoned call and an unusable store", err, st.err())
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("abandoning waited for the hung write")
 	}
 }

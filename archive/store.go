@@ -577,47 +577,65 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		return 0, err
 	}
 	rk := recordKey(key)
-	var existing []byte
-	if err := guarded(ctx, s.st, s.timeout, "reading the key", false, func() error {
-		var err error
-		existing, err = get(s.db, rk)
-		return err
-	}); err != nil {
-		return 0, err
-	}
-	if existing != nil {
-		rec, _, err := decodeValue(key, existing)
+	var (
+		acct       = s.acct
+		next       accounting
+		outcome    Outcome
+		committing atomic.Bool // read after a timeout: the call may still run
+	)
+	// One storage call: read the key, decide, and write.
+	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", new(atomic.Bool), func(writing *atomic.Bool) error {
+		existing, err := get(s.db, rk)
 		if err != nil {
-			s.st.fail(err)
-			return 0, err
+			return mapError("reading the key", err)
 		}
-		if bytes.Equal(rec, record) {
-			return Duplicate, nil
+		if existing != nil {
+			rec, _, err := decodeValue(key, existing)
+			if err != nil {
+				s.st.fail(err)
+				return err
+			}
+			if bytes.Equal(rec, record) {
+				outcome = Duplicate
+				return nil
+			}
+			return fmt.Errorf("%w: event %s", ErrConflict, key.Event)
 		}
-		return 0, fmt.Errorf("%w: event %s", ErrConflict, key.Event)
-	}
-	charge := Charge(key, record)
-	if s.acct.EncodedBytes+charge > s.quota {
-		return 0, fmt.Errorf("%w: quota: %d of %d bytes used, record needs %d", ErrCapacity, s.acct.EncodedBytes, s.quota, charge)
-	}
-	if err := s.checkFreeSpace(charge); err != nil {
-		return 0, err
-	}
-	next := accounting{Records: s.acct.Records + 1, EncodedBytes: s.acct.EncodedBytes + charge}
-	b := s.db.NewBatch()
-	_ = b.Set(rk, encodeValue(key, record), nil)
-	_ = b.Set(keyAccounting, encodeAccounting(next), nil)
-	if err := guarded(ctx, s.st, s.timeout, "committing the archive transaction", true, func() error {
-		err := b.Commit(pebble.Sync)
+		charge := Charge(key, record)
+		if acct.EncodedBytes+charge > s.quota {
+			return fmt.Errorf("%w: quota: %d of %d bytes used, record needs %d", ErrCapacity, acct.EncodedBytes, s.quota, charge)
+		}
+		if err := s.checkFreeSpace(charge); err != nil {
+			return err
+		}
+		next = accounting{Records: acct.Records + 1, EncodedBytes: acct.EncodedBytes + charge}
+		b := s.db.NewBatch()
+		_ = b.Set(rk, encodeValue(key, record), nil)
+		_ = b.Set(keyAccounting, encodeAccounting(next), nil)
+		writing.Store(true)
+		if err := ctx.Err(); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
+		}
+		committing.Store(true)
+		err = b.Commit(pebble.Sync)
 		_ = b.Close() // only after Commit returned: a Goexit leaves the batch to Pebble
-		return err
-	}); err != nil {
-		if s.st.err() == nil {
+		if err != nil {
+			return mapError("committing the archive transaction", err)
+		}
+		outcome = Stored
+		return nil
+	})
+	if err != nil {
+		if committing.Load() && s.st.err() == nil {
 			// Pebble failed the commit without a fatal: its outcome is not
 			// reflected in acct, so stop trusting the in-memory accounting.
 			s.st.fail(err)
 		}
 		return 0, err
+	}
+	if outcome == Duplicate {
+		return Duplicate, nil
 	}
 	s.acct = next
 	s.records.Store(next.Records)
