@@ -705,8 +705,19 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// One storage call reads every key: a run's keys are consecutive, so
-	// the monotonic seeks of one iterator cost little more than one seek.
+	// When every member fits the quota and the free-space guard even if
+	// none is archived yet (the common case), which ones are archived
+	// cannot change the answer: skip the reads.
+	var all int64
+	for i, k := range keys {
+		all += Charge(k, records[i])
+	}
+	if s.acct.EncodedBytes+all <= s.quota && s.checkFreeSpace(all) == nil {
+		return len(keys), nil
+	}
+	// Otherwise one storage call reads every key: a run's keys are
+	// consecutive, so the monotonic seeks of one iterator cost little more
+	// than one seek.
 	exists := make([]bool, len(keys))
 	if err := guarded(ctx, s.st, s.timeout, "reading the keys", false, func() error {
 		return s.present(keys, exists)
