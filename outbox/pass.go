@@ -32,6 +32,9 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	defer w.passMu.Unlock()
 	p := &pass{w: w, ctx: ctx}
 	err := p.run()
+	if ferr := p.awaitFlush(); ferr != nil && err == nil {
+		err = ferr
+	}
 	if p.unsynced {
 		// Completions are applied without their own fsync (the next claim's
 		// makes them durable); make the last ones durable before the worker
@@ -56,6 +59,10 @@ type pass struct {
 	// unsynced is set once a completion was applied; RunOnce syncs the
 	// source at the end of the pass.
 	unsynced bool
+	// flushing carries the result of the completion flush in flight, if
+	// any (see flush); flushingN is its size.
+	flushing  chan error
+	flushingN int
 }
 
 func (p *pass) now() time.Time { return p.w.clock.Now() }
@@ -77,6 +84,9 @@ func (p *pass) run() error {
 	}
 	var after *event.ID
 	for {
+		if err := p.awaitFlush(); err != nil { // the page-end flush
+			return err
+		}
 		page, err := w.src.ScanIntents(p.ctx, after, w.opts.PageSize)
 		if err != nil {
 			return fmt.Errorf("outbox: scan undelivered index: %w", err)
@@ -195,6 +205,12 @@ func (p *pass) load(run []primary.Intent) ([]event.Key, [][]byte, error) {
 }
 
 func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [][]byte) error {
+	// The previous group's completion is applied before this claim, so the
+	// claim's fsync makes it durable, and a failed completion stops the
+	// pass before anything more is claimed.
+	if err := p.awaitFlush(); err != nil {
+		return err
+	}
 	runCtx, claimed, err := p.w.claim(p.ctx, run, p.now().Add(Lease))
 	if err != nil {
 		if errors.Is(err, primary.ErrConflict) {
@@ -299,17 +315,43 @@ const (
 	flushFailure = "failure"
 )
 
+// flush completes the accepted group. A flush at the bound or at page end
+// runs in its own goroutine while the worker loads and fits the next run
+// (the completion is a primary transaction without an fsync: CPU work that
+// can overlap); it is awaited before the next claim, the next flush, the
+// next page scan and the end of the pass. A flush before failure handling
+// completes before it returns.
 func (p *pass) flush(reason string) error {
+	if err := p.awaitFlush(); err != nil {
+		return err
+	}
 	if len(p.group) == 0 {
 		return nil
 	}
 	group := p.group
 	p.group = nil
 	p.unsynced = true
-	if err := p.w.complete(p.ctx, group, reason); err != nil {
+	done := make(chan error, 1)
+	p.flushing, p.flushingN = done, len(group)
+	if reason == flushFailure {
+		done <- p.w.complete(p.ctx, group, reason)
+		return p.awaitFlush()
+	}
+	go func() { done <- p.w.complete(p.ctx, group, reason) }()
+	return nil
+}
+
+// awaitFlush waits for the completion flush in flight, if any.
+func (p *pass) awaitFlush() error {
+	if p.flushing == nil {
+		return nil
+	}
+	err := <-p.flushing
+	p.flushing = nil
+	if err != nil {
 		return fmt.Errorf("outbox: complete: %w", err)
 	}
-	p.res.Completed += len(group)
+	p.res.Completed += p.flushingN
 	return nil
 }
 
