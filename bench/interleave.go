@@ -16,6 +16,10 @@ var ErrNoWorkload = errors.New("bench: no workload to interleave")
 type Workload struct {
 	Name string
 	Run  func(d time.Duration) (int, error)
+	// Before, when set, runs untimed before each of the workload's slices,
+	// e.g. to wait until the background work the previous slice left (a
+	// storage engine's compactions) is done, so that it slows no slice.
+	Before func()
 }
 
 // Rate is the measured throughput of one workload over every round.
@@ -52,6 +56,9 @@ func Interleave(rounds int, d time.Duration, ws []Workload) ([]Rate, error) {
 	for r := range rounds {
 		for k := range ws {
 			i := (r + k) % len(ws)
+			if ws[i].Before != nil {
+				ws[i].Before()
+			}
 			start := time.Now()
 			n, err := ws[i].Run(d)
 			rates[i].Elapsed += time.Since(start)
