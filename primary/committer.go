@@ -28,9 +28,13 @@ import (
 // answers groups in the same order, so after a group's sync every sequence
 // up to its last is durable and the publication frontier moves there.
 
-// maxGroup bounds the commits in one batch (and with them the batch size:
-// a command emits at most contract.MaxEvents events of bounded size).
-const maxGroup = 256
+// maxGroup and maxGroupBytes bound a group: at most maxGroup commits, and
+// no commit joins a group whose events already hold maxGroupBytes (a single
+// commit may exceed it: 16 events of up to 1 MiB each).
+const (
+	maxGroup      = 256
+	maxGroupBytes = 1 << 20
+)
 
 // commitReq is one command commit waiting for the committer.
 type commitReq struct {
@@ -39,6 +43,7 @@ type commitReq struct {
 	hash   [32]byte
 	key    string
 	tp     string
+	size   int // bytes of its events' types and payloads
 
 	c    Commit
 	err  error
@@ -111,13 +116,19 @@ func (db *DB) runCommitter() {
 		close(db.syncQ)
 	}()
 	group := make([]*commitReq, 0, maxGroup)
+	var carry *commitReq // taken from the queue, but for the next group
 	for {
-		select {
-		case r := <-db.commitQ:
-			group = append(group[:0], r)
-		case <-db.commitStop:
-			returned = true
-			return
+		if carry != nil {
+			group = append(group[:0], carry)
+			carry = nil
+		} else {
+			select {
+			case r := <-db.commitQ:
+				group = append(group[:0], r)
+			case <-db.commitStop:
+				returned = true
+				return
+			}
 		}
 		// Let the commits that are about to arrive join this group: yield
 		// while the queue keeps growing (at most three times). Under load
@@ -131,15 +142,7 @@ func (db *DB) runCommitter() {
 				break
 			}
 		}
-	fill:
-		for len(group) < maxGroup {
-			select {
-			case r := <-db.commitQ:
-				group = append(group, r)
-			default:
-				break fill
-			}
-		}
+		group, carry = fillGroup(group, db.commitQ)
 		job, err := db.applyGroup(group)
 		if err != nil {
 			for _, r := range group {
@@ -153,6 +156,30 @@ func (db *DB) runCommitter() {
 		}
 		db.syncQ <- job
 	}
+}
+
+// fillGroup adds the commits waiting in q to group (which holds its first
+// commit) within the bounds maxGroup and maxGroupBytes, without blocking. A
+// commit taken from q that would cross the byte bound is returned as carry,
+// the first commit of the next group.
+func fillGroup(group []*commitReq, q <-chan *commitReq) (_ []*commitReq, carry *commitReq) {
+	bytes := 0
+	for _, r := range group {
+		bytes += r.size
+	}
+	for len(group) < maxGroup && bytes < maxGroupBytes {
+		select {
+		case r := <-q:
+			if bytes+r.size > maxGroupBytes {
+				return group, r
+			}
+			group = append(group, r)
+			bytes += r.size
+		default:
+			return group, nil
+		}
+	}
+	return group, nil
 }
 
 // runSyncer waits for each applied group's fsync, in order, advances the
@@ -290,11 +317,12 @@ func (db *DB) lookupIdem(key string, group map[string]idemRecord) (idemRecord, b
 // checkDrafts applies the event limits that event.NewStored enforces, before
 // a commit is submitted, so that a group never holds a commit that cannot be
 // encoded.
-func checkDrafts(drafts []contract.Draft) error {
+func checkDrafts(drafts []contract.Draft) (size int, err error) {
 	for _, d := range drafts {
 		if err := event.CheckLimits(d.Type, d.Payload); err != nil {
-			return err
+			return 0, err
 		}
+		size += len(d.Type) + len(d.Payload)
 	}
-	return nil
+	return size, nil
 }

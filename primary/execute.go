@@ -95,7 +95,8 @@ func (db *DB) execute(ctx context.Context, command string, input json.RawMessage
 	if err != nil {
 		return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
-	if err := checkDrafts(drafts); err != nil {
+	size, err := checkDrafts(drafts)
+	if err != nil {
 		return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	hash := inputHash(plan.ID, drafts[0].Payload)
@@ -104,7 +105,7 @@ func (db *DB) execute(ctx context.Context, command string, input json.RawMessage
 		return Commit{}, err
 	}
 	defer done()
-	c, err := db.submit(&commitReq{plan: plan, drafts: drafts, hash: hash, key: key, tp: traceParent(ctx)})
+	c, err := db.submit(&commitReq{plan: plan, drafts: drafts, hash: hash, key: key, tp: traceParent(ctx), size: size})
 	if err != nil {
 		return Commit{}, err
 	}

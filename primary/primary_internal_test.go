@@ -242,3 +242,49 @@ func TestOpenRefusesAnotherKeyLayout(t *testing.T) {
 		})
 	}
 }
+
+// TestFillGroupBounds: a group takes what is waiting, at most maxGroup
+// commits and, past its first commit, no commit that would take its events
+// over maxGroupBytes; that commit starts the next group.
+func TestFillGroupBounds(t *testing.T) {
+	q := make(chan *commitReq, 2*maxGroup)
+	sizes := func(g []*commitReq) (n int) {
+		for _, r := range g {
+			n += r.size
+		}
+		return n
+	}
+	// Many small commits: the count bound.
+	for range maxGroup + 10 {
+		q <- &commitReq{size: 10}
+	}
+	g, carry := fillGroup([]*commitReq{<-q}, q)
+	if len(g) != maxGroup || carry != nil || len(q) != 10 {
+		t.Fatalf("group of %d (carry %v), %d left; want %d, none, 10", len(g), carry != nil, len(q), maxGroup)
+	}
+	for len(q) > 0 {
+		<-q
+	}
+	// Large commits: the byte bound, with the crossing commit carried.
+	big := maxGroupBytes / 3
+	for range 5 {
+		q <- &commitReq{size: big}
+	}
+	g, carry = fillGroup([]*commitReq{<-q}, q)
+	if len(g) != 3 || sizes(g) > maxGroupBytes || carry == nil || len(q) != 1 {
+		t.Fatalf("group of %d (%d bytes), carry %v, %d left; want 3, a carry, 1 left", len(g), sizes(g), carry != nil, len(q))
+	}
+	// A single commit over the bound forms a group alone.
+	q <- &commitReq{size: 10}
+	g, carry = fillGroup([]*commitReq{{size: 2 * maxGroupBytes}}, q)
+	if len(g) != 1 || carry != nil || len(q) != 2 {
+		t.Fatalf("oversized first commit: group of %d, carry %v, %d left", len(g), carry != nil, len(q))
+	}
+	// Nothing waiting: the group is the first commit.
+	for len(q) > 0 {
+		<-q
+	}
+	if g, carry = fillGroup([]*commitReq{{size: 1}}, q); len(g) != 1 || carry != nil {
+		t.Fatalf("empty queue: group of %d, carry %v", len(g), carry != nil)
+	}
+}

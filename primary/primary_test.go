@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -378,5 +379,41 @@ func TestLoadEventsMatchesLoadEvent(t *testing.T) {
 	}
 	if _, err := db.LoadEvents(ctx, []event.ID{ids[0], {Seq: 3, Pos: 7}}); !errors.Is(err, primary.ErrNotFound) {
 		t.Fatalf("LoadEvents with a missing event = %v, want ErrNotFound", err)
+	}
+}
+
+// TestLargeCommitsShareNoOversizedGroup: concurrent commits of about 300 KB
+// each (groups are bounded to about 1 MiB of events, the commit that would
+// cross the bound starting the next group) all commit, gap-free, with their
+// exact bytes.
+func TestLargeCommitsShareNoOversizedGroup(t *testing.T) {
+	db, bu := setup(t)
+	note := strings.Repeat("n", 300<<10)
+	const workers, per = 12, 2
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range per {
+				in := fmt.Sprintf(`{"order_id":"%d-%d","amount_cents":1,"note":%q}`, w, i, note)
+				if _, err := db.Execute(context.Background(), "place_order", json.RawMessage(in), ""); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	db = reopen(t, db, bu)
+	if db.LastCommitSequence() != workers*per {
+		t.Fatalf("last sequence %d, want %d", db.LastCommitSequence(), workers*per)
+	}
+	for s := uint64(1); s <= workers*per; s++ {
+		b, err := db.LoadEvent(context.Background(), event.ID{Seq: s})
+		if err != nil {
+			t.Fatalf("seq %d: %v", s, err)
+		}
+		st, err := event.DecodeStored(b)
+		if err != nil || !strings.Contains(string(st.Payload), note) {
+			t.Fatalf("seq %d: payload of %d bytes, %v", s, len(st.Payload), err)
+		}
 	}
 }
