@@ -118,12 +118,16 @@ type Store struct {
 	core
 	dir, storeDir string
 	dbAttr        attribute.KeyValue // riffdb.database=<alias> on every metric and span
-	fs            vfs.FS
-	realFS        bool
-	quota         int64
-	minFree       int64
-	log           *zap.Logger
-	clock         func() time.Time
+	// dbSet and resultSets are the metric attribute sets, built once
+	// (building a set sorts and hashes it on every call otherwise).
+	dbSet      metric.MeasurementOption
+	resultSets map[string]metric.MeasurementOption // by result label
+	fs         vfs.FS
+	realFS     bool
+	quota      int64
+	minFree    int64
+	log        *zap.Logger
+	clock      func() time.Time
 
 	tracer    trace.Tracer
 	txnDur    metric.Float64Histogram
@@ -553,9 +557,9 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 			result = "refused"
 		}
 		if err == nil || result == "refused" {
-			s.accepted.Add(ctx, 1, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
+			s.accepted.Add(ctx, 1, s.resultSets[result])
 		}
-		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), metric.WithAttributes(s.dbAttr))
+		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, Classify(err).String())
@@ -692,7 +696,7 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 			if n < len(keys) {
 				result = "does_not_fit"
 			}
-			s.decisions.Add(ctx, 1, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
+			s.decisions.Add(ctx, 1, s.resultSets[result])
 			span.SetAttributes(attribute.Int("riffdb.group.fits", n))
 		}
 		span.End()
@@ -885,12 +889,17 @@ func (s *Store) initTelemetry(opts Options) error {
 		metric.WithDescription("Group quota checks, by result (fits, does_not_fit).")); err != nil {
 		return fmt.Errorf("archive: telemetry: %w", err)
 	}
+	s.dbSet = metric.WithAttributeSet(attribute.NewSet(s.dbAttr))
+	s.resultSets = make(map[string]metric.MeasurementOption)
+	for _, result := range []string{"stored", "duplicate", "refused", "fits", "does_not_fit"} {
+		s.resultSets[result] = metric.WithAttributeSet(attribute.NewSet(s.dbAttr, attribute.String("result", result)))
+	}
 	// Known label sets start at 0 so that increase() sees the first event.
 	for _, result := range []string{"stored", "duplicate", "refused"} {
-		s.accepted.Add(context.Background(), 0, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
+		s.accepted.Add(context.Background(), 0, s.resultSets[result])
 	}
 	for _, result := range []string{"fits", "does_not_fit"} {
-		s.decisions.Add(context.Background(), 0, metric.WithAttributes(s.dbAttr, attribute.String("result", result)))
+		s.decisions.Add(context.Background(), 0, s.resultSets[result])
 	}
 	used, err := m.Int64ObservableGauge("riffdb.archive.quota.used", metric.WithUnit("By"),
 		metric.WithDescription("Encoded bytes charged to the archive quota."))

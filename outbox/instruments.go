@@ -48,6 +48,7 @@ type instruments struct {
 	lag           metric.Float64Histogram
 	registrations []metric.Registration
 	db            attribute.KeyValue
+	dbSet         metric.MeasurementOption // {db}, built once
 }
 
 func newInstruments(opts Options, health func() Health) (*instruments, error) {
@@ -60,6 +61,7 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 	}
 	m := mp.Meter(ScopeName)
 	in := &instruments{tracer: tp.Tracer(ScopeName), db: AttrDatabase.String(opts.Alias)}
+	in.dbSet = metric.WithAttributeSet(attribute.NewSet(in.db))
 	var err error
 	if in.claimDur, err = m.Float64Histogram("riffdb.outbox.claim.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of one claim transaction on the primary.")); err != nil {
@@ -190,7 +192,7 @@ func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (
 		trace.WithAttributes(in.db, AttrEvent.String(m.Event.String()), AttrAttempt.Int(int(m.Attempts))))
 	start := time.Now()
 	out, err := w.src.Renew(ctx, m, lease)
-	in.renewDur.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(in.db))
+	in.renewDur.Record(ctx, time.Since(start).Seconds(), in.dbSet)
 	endSpan(span, err, "renew_failed")
 	return out, err
 }
@@ -202,7 +204,7 @@ func (w *Worker) accept(ctx context.Context, key event.Key, record []byte, m pri
 	defer cancel()
 	outcome, err := w.dst.Accept(ctx, key, record)
 	if err == nil && !m.CommittedAt.IsZero() {
-		w.inst.lag.Record(ctx, w.clock.Now().Sub(m.CommittedAt).Seconds(), metric.WithAttributes(w.inst.db))
+		w.inst.lag.Record(ctx, w.clock.Now().Sub(m.CommittedAt).Seconds(), w.inst.dbSet)
 	}
 	if err != nil && !isClassified(err) {
 		err = errorsJoinUnavailable(err)
