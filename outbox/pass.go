@@ -82,7 +82,10 @@ func (p *pass) run() error {
 			return nil
 		}
 	}
-	var after *event.ID
+	// Skip the leading dead letters: a large dead-letter population must
+	// not be rescanned by every pass.
+	after := w.deadEnd
+	leading := true // every intent scanned so far is a dead letter
 	for {
 		if err := p.awaitFlush(); err != nil { // the page-end flush
 			return err
@@ -93,6 +96,14 @@ func (p *pass) run() error {
 		}
 		if len(page) == 0 {
 			break
+		}
+		for i := 0; leading && i < len(page); i++ {
+			if page[i].State != primary.IntentDeadLetter {
+				leading = false
+				break
+			}
+			id := page[i].Event
+			w.deadEnd = &id
 		}
 		if err := p.page(page); err != nil || p.halted {
 			return err

@@ -108,10 +108,17 @@ type Worker struct {
 	inst   *instruments
 	health healthState
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	passMu  sync.Mutex // one pass at a time
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	passMu sync.Mutex // one pass at a time
+	// deadEnd, under passMu, is the last intent of the leading run of dead
+	// letters the passes have seen: every intent at or before it is a dead
+	// letter, and a pass starts scanning after it. Dead letters never leave
+	// that state and new intents sort after every existing one, so the run
+	// only grows; it is kept in memory and rebuilt by the first pass after
+	// a restart.
+	deadEnd *event.ID
 	wake    chan struct{}
 	nextDue time.Time // earliest scheduled retry seen by the last pass
 }

@@ -118,8 +118,17 @@ type recordingSource struct {
 	claims    []int
 	completes []int
 	renews    int
+	scanned   int // intents returned by ScanIntents
 	// failComplete, when set, fails every completion (a crash before it).
 	failComplete error
+}
+
+func (s *recordingSource) ScanIntents(ctx context.Context, after *event.ID, limit int) ([]primary.Intent, error) {
+	page, err := s.DB.ScanIntents(ctx, after, limit)
+	s.mu.Lock()
+	s.scanned += len(page)
+	s.mu.Unlock()
+	return page, err
 }
 
 func (s *recordingSource) Claim(ctx context.Context, m []primary.Intent, lease time.Time) ([]primary.Intent, error) {
@@ -622,5 +631,50 @@ func TestPassEndMakesCompletionsDurable(t *testing.T) {
 	defer db2.Close()
 	if n, st := db2.UndeliveredCount(); st != primary.IndexReady || n != 0 {
 		t.Fatalf("after a crash right after the pass: %d undelivered (%s), want 0", n, st)
+	}
+}
+
+// TestPassesSkipLeadingDeadLetters: once a pass has seen that the index
+// starts with dead letters, later passes scan after them, so a large
+// dead-letter population costs one scan per process, not one per pass.
+func TestPassesSkipLeadingDeadLetters(t *testing.T) {
+	b := setup(t, 1<<30, 7) // small pages: the dead letters span several
+	b.commit(t, 20)
+	for _, in := range b.intents(t) {
+		if _, err := b.db.DeadLetter(context.Background(), in, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := b.run(t); res.Claimed != 0 || b.src.scanned != 20 {
+		t.Fatalf("first pass: %+v, scanned %d; want nothing claimed, 20 scanned", res, b.src.scanned)
+	}
+	b.commit(t, 3)
+	b.src.scanned = 0
+	if res := b.run(t); res.Stored != 3 || b.src.scanned != 3 {
+		t.Fatalf("second pass: %+v, scanned %d; want 3 stored, only the 3 new intents scanned", res, b.src.scanned)
+	}
+	if n := b.pending(t); n != 20 {
+		t.Fatalf("%d undelivered, want the 20 dead letters", n)
+	}
+	// A dead letter behind a live intent does not extend the skipped run
+	// while the live intent is there.
+	b.commit(t, 2)
+	all := b.intents(t)
+	if _, err := b.db.DeadLetter(context.Background(), all[len(all)-1], "test"); err != nil {
+		t.Fatal(err)
+	}
+	b.src.scanned = 0
+	if res := b.run(t); res.Stored != 1 || b.src.scanned != 2 {
+		t.Fatalf("third pass: %+v, scanned %d; want 1 stored, 2 scanned", res, b.src.scanned)
+	}
+	// The live intent is gone now: the next pass finds the new dead
+	// letter leading, and the one after scans nothing.
+	b.src.scanned = 0
+	if res := b.run(t); res.Stored != 0 || b.src.scanned != 1 {
+		t.Fatalf("fourth pass: %+v, scanned %d; want only the new dead letter scanned", res, b.src.scanned)
+	}
+	b.src.scanned = 0
+	if res := b.run(t); res.Stored != 0 || b.src.scanned != 0 {
+		t.Fatalf("fifth pass: %+v, scanned %d; want nothing left to scan", res, b.src.scanned)
 	}
 }
