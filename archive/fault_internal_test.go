@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/crashfs"
 )
 
 // TestCrashAtEveryWriteOp takes a crash clone of the filesystem at every
@@ -71,7 +72,8 @@ type crashResult struct {
 // the number of write ops; at op cloneAt it records the crash clones.
 func runCrashWorkload(t *testing.T, keys []event.Key, recs [][]byte, cloneAt int, res *crashResult) int {
 	t.Helper()
-	mem := newMemFS(t, true)
+	mem := crashfs.New()
+	prepareArchiveDir(t, mem)
 	var ops atomic.Int64
 	var acked atomic.Int64
 	rng := rand.New(rand.NewPCG(uint64(cloneAt), 7))

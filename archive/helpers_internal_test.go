@@ -37,21 +37,25 @@ func newMemFS(t testing.TB, crashable bool) *vfs.MemFS {
 	if crashable {
 		fs = vfs.NewCrashableMem()
 	}
+	prepareArchiveDir(t, fs)
+	return fs
+}
+
+// prepareArchiveDir creates the archive directory and makes it durable, so
+// that a crash clone keeps it.
+func prepareArchiveDir(t testing.TB, fs vfs.FS) {
+	t.Helper()
 	if err := fs.MkdirAll(testDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if crashable {
-		// make the directory durable so a crash clone keeps it
-		d, err := fs.OpenDir("/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		_ = d.Close()
+	d, err := fs.OpenDir("/")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return fs
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.Close()
 }
 
 func testOptions(t testing.TB, fs vfs.FS) Options {

@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/crashfs"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -32,7 +33,7 @@ type crashRun struct {
 }
 
 func runCrash(t *testing.T, k int64, seed uint64) (*crashRun, int64) {
-	mem := vfs.NewCrashableMem()
+	mem := crashfs.New()
 	r := &crashRun{acked: map[uint64][][]byte{}, completed: map[event.ID]bool{}}
 	var ops atomic.Int64
 	// Crash points start once Open has returned: this test is about crashes

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/riffdb/riffdb/internal/crashfs"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -21,7 +22,7 @@ func TestCrashDuringCreationReopens(t *testing.T) {
 	c := compile(t)
 	for seed := uint64(1); seed <= 16; seed++ { // seed 8 crashed Pebble's creation in a way it could not reopen
 		for k := int64(1); ; k++ {
-			mem := vfs.NewCrashableMem()
+			mem := crashfs.New()
 			var ops atomic.Int64
 			var clone *vfs.MemFS
 			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
