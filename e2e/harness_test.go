@@ -112,6 +112,23 @@ func must(t *testing.T, err error) {
 	}
 }
 
+// removeLiveDir removes a directory tree that a running server may still be
+// writing into, as an operator's repeated rm -rf would: the storage engine
+// can create a file (a flushed table, a new WAL) between the removal of the
+// directory's entries and of the directory itself (ENOTEMPTY), so it
+// retries for a while.
+func removeLiveDir(t *testing.T, dir string) {
+	t.Helper()
+	var err error
+	for range 100 {
+		if err = os.RemoveAll(dir); err == nil || !errors.Is(err, syscall.ENOTEMPTY) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	must(t, err)
+}
+
 // cliResult is the JSON envelope of one CLI run.
 type cliResult struct {
 	Schema  string          `json:"schema"`

@@ -112,7 +112,7 @@ func TestPrimaryIsolation(t *testing.T) {
 		p.waitDrained(t, token)
 	})
 	t.Run("removed", func(t *testing.T) {
-		must(t, os.RemoveAll(e.outbox))
+		removeLiveDir(t, e.outbox)
 		burst(t, p, token, next, 16)
 		next += 16
 		p.waitHealth(t, token, "degraded", "destination_unavailable")
