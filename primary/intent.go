@@ -3,7 +3,6 @@ package primary
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -149,19 +148,11 @@ func (db *DB) LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error) 
 // LoadEvent returns the exact stored bytes of an event (event.Stored.Encode
 // form), or ErrNotFound.
 func (db *DB) LoadEvent(ctx context.Context, id event.ID) ([]byte, error) {
-	done, err := db.enter()
+	out, err := db.LoadEvents(ctx, []event.ID{id})
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	v, err := db.get(eventKey(id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("primary: load event: %w", err)
-	}
-	return v, context.Cause(ctx)
+	return out[0], nil
 }
 
 // Claim moves every member, in one synced batch, from its exact given prior
