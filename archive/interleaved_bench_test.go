@@ -55,17 +55,8 @@ func BenchmarkAcceptInterleaved(b *testing.B) {
 	}
 	// Every slice starts with the archive's engine idle: the flushes and
 	// compactions the accept slice left must not slow the raw slice.
-	idle := func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if m := s.Metrics(); m != nil && m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	for i := range ws {
-		ws[i].Before = idle
+		ws[i].Before = bench.EnginesIdle(s.Metrics)
 	}
 	total := make([]bench.Rate, len(ws))
 	for b.Loop() {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // ErrNoWorkload is returned by Interleave when it is given nothing to run.
@@ -96,5 +98,25 @@ func Parallel(clients int, op func() error) func(d time.Duration) (int, error) {
 		}
 		wg.Wait()
 		return int(ops.Load()), first
+	}
+}
+
+// EnginesIdle returns a Workload.Before hook that waits (at most 30 s) until
+// no storage engine reports a flush or compaction in progress, so that the
+// background work one slice leaves does not run during the next. A nil
+// metrics result (an engine busy with a transaction) counts as not idle.
+func EnginesIdle(metrics ...func() *pebble.Metrics) func() {
+	idle := func() bool {
+		for _, m := range metrics {
+			if pm := m(); pm == nil || pm.Compact.NumInProgress != 0 || pm.Flush.NumInProgress != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return func() {
+		for deadline := time.Now().Add(30 * time.Second); !idle() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/riffdb/riffdb/bench"
 )
 
@@ -69,5 +71,21 @@ func TestParallelCountsSuccessesAndStopsOnError(t *testing.T) {
 	})(time.Minute) // ends at the error, not the deadline
 	if !errors.Is(err, boom) || n < 9 {
 		t.Fatalf("n %d, err %v", n, err)
+	}
+}
+
+func TestEnginesIdleWaitsForBackgroundWork(t *testing.T) {
+	var calls int
+	busyTwice := func() *pebble.Metrics {
+		calls++
+		m := &pebble.Metrics{}
+		if calls <= 2 {
+			m.Compact.NumInProgress = 1
+		}
+		return m
+	}
+	bench.EnginesIdle(busyTwice)()
+	if calls != 3 {
+		t.Fatalf("metrics read %d times, want 3 (busy, busy, idle)", calls)
 	}
 }

@@ -76,19 +76,8 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 	// debt must not slow the next workload's slice (ours writes about twice
 	// the bytes of the bare-Pebble baseline, so without this the baseline
 	// would pay for part of our compactions).
-	idle := func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			pm, bm := db.Metrics(), bare.Metrics()
-			if pm.Compact.NumInProgress == 0 && pm.Flush.NumInProgress == 0 &&
-				bm.Compact.NumInProgress == 0 && bm.Flush.NumInProgress == 0 {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	for i := range ws {
-		ws[i].Before = idle
+		ws[i].Before = bench.EnginesIdle(db.Metrics, bare.Metrics)
 	}
 	total := make([]bench.Rate, len(ws))
 	for b.Loop() {
