@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
@@ -129,6 +131,28 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return snap
+}
+
+// waitQuiet waits until an archive held open by a live owner stops
+// changing: Pebble deletes the files its Open made obsolete (old OPTIONS,
+// manifest and format markers) on a background goroutine after Open
+// returns, and those deletions are the owner's, not inspect's.
+func waitQuiet(t *testing.T, dir string) {
+	t.Helper()
+	prev := snapshotDir(t, dir)
+	for stable, deadline := 0, time.Now().Add(10*time.Second); stable < 3; {
+		if time.Now().After(deadline) {
+			t.Fatal("the owner kept changing the archive directory for 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+		cur := snapshotDir(t, dir)
+		if maps.Equal(prev, cur) {
+			stable++
+		} else {
+			stable = 0
+		}
+		prev = cur
+	}
 }
 
 func requireSameSnapshot(t *testing.T, before, after map[string]string) {
@@ -367,6 +391,7 @@ func TestInspectRefusesHeldArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitQuiet(t, a.dir)
 	env := requireRefusal(t, a.dir, ExitLocal, "archive_busy", inspectArgs(a.dir, 1)...)
 	if !strings.Contains(env.Error.Message, "stop the owning server") {
 		t.Errorf("message does not tell the operator what to do: %q", env.Error.Message)
@@ -407,6 +432,7 @@ func TestInspectRefusesArchiveHeldByAnotherProcess(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatal("the helper process did not open the archive")
 	}
+	waitQuiet(t, a.dir)
 	requireRefusal(t, a.dir, ExitLocal, "archive_busy", inspectArgs(a.dir, 1)...)
 	stdin.Close()
 	go io.Copy(io.Discard, stdout)
