@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/walfill"
 )
 
 // Defaults applied to zero Options fields.
@@ -188,7 +189,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		if exists, err = Audit(dir); err != nil {
 			return nil, mapError("custody audit", err)
 		}
-		s.fs, s.realFS = newCustodyFS(vfs.Default), true
+		s.fs, s.realFS = newCustodyFS(walfill.New(vfs.Default)), true
 	} else {
 		var err error
 		s.fs = opts.FS

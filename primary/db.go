@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
 )
 
@@ -171,7 +172,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("primary: create database directory: %w", errors.Unwrap(err))
 	}
 	po := &pebble.Options{
-		FS:                 opts.FS,
+		FS:                 walfill.New(opts.FS),
 		FormatMajorVersion: FormatMajorVersion,
 		Logger:             pebbleLogger{db: db},
 		EventListener: &pebble.EventListener{
