@@ -28,7 +28,7 @@ func readAll(t *testing.T, path string) []byte {
 
 func allZero(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
 
-func TestPreallocateWritesZerosPastTheEnd(t *testing.T) {
+func TestWritesFillTheReservationAhead(t *testing.T) {
 	fs := walfill.New(vfs.Default)
 	path := filepath.Join(t.TempDir(), "000001.log")
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
@@ -36,33 +36,54 @@ func TestPreallocateWritesZerosPastTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.Write([]byte("hello")); err != nil {
+	write := func(p []byte) {
+		t.Helper()
+		if n, err := f.Write(p); n != len(p) || err != nil {
+			t.Fatalf("write: %d, %v", n, err)
+		}
+	}
+	size := func() int {
+		t.Helper()
+		return len(readAll(t, path))
+	}
+	write([]byte("hello"))
+	if size() != 5 {
+		t.Fatalf("a write without a reservation filled the file to %d bytes", size())
+	}
+	const reserved = 3*walfill.Step - 100
+	if err := f.Preallocate(0, reserved); err != nil {
 		t.Fatal(err)
 	}
-	const size = 600 << 10 // more than one zero chunk, not a multiple of it
-	if err := f.Preallocate(0, size); err != nil {
-		t.Fatal(err)
+	if size() != 5 {
+		t.Fatalf("Preallocate itself wrote: the file is %d bytes", size())
 	}
-	if _, err := f.Write([]byte("world")); err != nil {
-		t.Fatal(err)
+	write([]byte("world"))
+	if size() != 10+walfill.Step {
+		t.Fatalf("after a write into the reservation the file is %d bytes, want the write plus one step", size())
 	}
+	big := bytes.Repeat([]byte{'x'}, 2*walfill.Step)
+	write(big)
 	b := readAll(t, path)
-	if len(b) != size {
-		t.Fatalf("file size %d after Preallocate(0, %d)", len(b), size)
+	if len(b) != reserved {
+		t.Fatalf("after writing past the first step the file is %d bytes, want the whole reservation %d", len(b), reserved)
 	}
-	if string(b[:10]) != "helloworld" || !allZero(b[10:]) {
-		t.Fatalf("the file does not hold the writes followed by zeros: %q...", b[:16])
+	if string(b[:10]) != "helloworld" || !bytes.Equal(b[10:10+len(big)], big) || !allZero(b[10+len(big):]) {
+		t.Fatal("the file does not hold the writes followed by zeros")
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Blocks*512 < size {
-		t.Fatalf("only %d bytes allocated, want at least %d", st.Blocks*512, size)
+	if st.Blocks*512 < reserved {
+		t.Fatalf("only %d bytes allocated, want at least %d", st.Blocks*512, reserved)
+	}
+	write(big) // past the reservation: appended, nothing filled
+	if size() != 10+2*len(big) {
+		t.Fatalf("writes past the reservation left %d bytes", size())
 	}
 }
 
-func TestPreallocateKeepsRecycledContent(t *testing.T) {
+func TestRecycledContentIsNotOverwritten(t *testing.T) {
 	fs := walfill.New(vfs.Default)
 	dir := t.TempDir()
 	old := bytes.Repeat([]byte{0xab}, 64<<10)
@@ -75,18 +96,22 @@ func TestPreallocateKeepsRecycledContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := f.Preallocate(0, 32<<10); err != nil {
+	if err := f.Preallocate(0, 128<<10); err != nil {
 		t.Fatal(err)
 	}
-	if b := readAll(t, path); !bytes.Equal(b, old) {
-		t.Fatalf("Preallocate inside the recycled size changed the file (%d bytes)", len(b))
+	if _, err := f.Write([]byte("hi")); err != nil {
+		t.Fatal(err)
 	}
-	if err := f.Preallocate(32<<10, 96<<10); err != nil {
+	if b := readAll(t, path); len(b) != len(old) || string(b[:2]) != "hi" || !bytes.Equal(b[2:], old[2:]) {
+		t.Fatalf("a write inside the recycled size changed more than it wrote (%d bytes)", len(b))
+	}
+	data := bytes.Repeat([]byte{'d'}, 70<<10)
+	if _, err := f.Write(data); err != nil {
 		t.Fatal(err)
 	}
 	b := readAll(t, path)
-	if len(b) != 128<<10 || !bytes.Equal(b[:64<<10], old) || !allZero(b[64<<10:]) {
-		t.Fatalf("want the recycled 64 KiB then zeros to 128 KiB, got %d bytes", len(b))
+	if len(b) != 128<<10 || string(b[:2]) != "hi" || !bytes.Equal(b[2:2+len(data)], data) || !allZero(b[2+len(data):]) {
+		t.Fatalf("want the writes then zeros to the 128 KiB reservation, got %d bytes", len(b))
 	}
 }
 
