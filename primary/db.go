@@ -127,6 +127,18 @@ type DB struct {
 	pruneMu  sync.Mutex
 }
 
+// memTableSize is the primary's Pebble memtable size (Pebble's default is
+// 4 MiB; CockroachDB runs 64 MiB). A commit's intent sorts in one ascending
+// namespace apart from its commit-major event and history keys, so every
+// flush overlaps the whole intent range below it and the L0 compaction that
+// follows rewrites that range: with 8x fewer flushes, that rewriting falls
+// 8x. Interleaved 64-client commits against bare Pebble (4 MiB, its best
+// setting here: 16 and 32 MiB made bare Pebble slower) went from
+// 0.59-0.65x at 4 MiB to 0.71-0.80x at 16 and 32 MiB. The cost is memory:
+// up to two memtables of this size per database (Pebble grows a new
+// store's memtables up to it), and a longer WAL replay after a crash.
+const memTableSize = 32 << 20
+
 // Open opens (creating if needed) the primary database at opts.Path. On first
 // open it creates the database identity (a UUIDv7) and history incarnation 1.
 // It verifies the durable undelivered count against the intents (the only
@@ -174,6 +186,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	po := &pebble.Options{
 		FS:                 walfill.New(opts.FS),
 		FormatMajorVersion: FormatMajorVersion,
+		MemTableSize:       memTableSize,
 		Logger:             pebbleLogger{db: db},
 		EventListener: &pebble.EventListener{
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
