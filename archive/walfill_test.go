@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/riffdb/riffdb/internal/walfill"
+
 	"github.com/riffdb/riffdb/archive"
 )
 
 // TestNewWALIsZeroFilled checks that the archive's Pebble writes through
 // internal/walfill: on a real disk, a new store's WAL holds its whole
-// preallocation (the 2 MiB memtable plus 10%) as written zeros after two
-// accepted records, so later synced transactions do not journal metadata.
+// reservation written with zeros one walfill.Step ahead of the log after
+// two accepted records, so later synced transactions do not journal metadata.
 func TestNewWALIsZeroFilled(t *testing.T) {
 	ctx := context.Background()
 	dir := privateDir(t)
@@ -35,7 +37,7 @@ func TestNewWALIsZeroFilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Size() < 2<<20 {
+	if st.Size() < walfill.Step {
 		t.Fatalf("the WAL is %d bytes after two transactions: not zero-filled", st.Size())
 	}
 }

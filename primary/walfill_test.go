@@ -5,13 +5,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/riffdb/riffdb/internal/walfill"
+
 	"github.com/riffdb/riffdb/primary"
 )
 
 // TestNewWALIsZeroFilled checks that the primary's Pebble writes through
 // internal/walfill: on a real disk, a new store's WAL holds its whole
-// preallocation (Pebble's default 4 MiB memtable plus 10%) as written zeros
-// after two commits, so later synced commits do not journal metadata.
+// reservation written with zeros one walfill.Step ahead of the log after
+// two commits, so later synced commits do not journal metadata.
 func TestNewWALIsZeroFilled(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
 	db, _ := setup(t, func(o *primary.Options) { o.Path, o.FS = dir, nil })
@@ -25,7 +27,7 @@ func TestNewWALIsZeroFilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Size() < 4<<20 {
+	if st.Size() < walfill.Step {
 		t.Fatalf("the WAL is %d bytes after two commits: not zero-filled", st.Size())
 	}
 }
