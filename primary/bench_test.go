@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -84,9 +86,23 @@ func BenchmarkRawFdatasync(b *testing.B) {
 }
 
 // BenchmarkPebbleSyncedBatch64 is bare Pebble's group commit: 64 goroutines
-// committing small synced batches.
+// committing small synced batches, with Pebble's default options. It is the
+// baseline of the commit target.
 func BenchmarkPebbleSyncedBatch64(b *testing.B) {
-	db, err := pebble.Open(filepath.Join(b.TempDir(), "bare"), &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}})
+	pebbleSyncedBatch64(b, &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}})
+}
+
+// BenchmarkPebbleSyncedBatch64Tuned is BenchmarkPebbleSyncedBatch64 with the
+// primary's own Pebble options (its memtable size and zero-filled WALs),
+// reported for context: it shows whether those options alone would make bare
+// Pebble faster than the baseline.
+func BenchmarkPebbleSyncedBatch64Tuned(b *testing.B) {
+	pebbleSyncedBatch64(b, &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{},
+		MemTableSize: primary.MemTableSize, FS: walfill.New(vfs.Default)})
+}
+
+func pebbleSyncedBatch64(b *testing.B, o *pebble.Options) {
+	db, err := pebble.Open(filepath.Join(b.TempDir(), "bare"), o)
 	if err != nil {
 		b.Fatal(err)
 	}

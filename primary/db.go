@@ -132,9 +132,10 @@ type DB struct {
 // namespace apart from its commit-major event and history keys, so every
 // flush overlaps the whole intent range below it and the L0 compaction that
 // follows rewrites that range: with 8x fewer flushes, that rewriting falls
-// 8x. Interleaved 64-client commits against bare Pebble (4 MiB, its best
-// setting here: 16 and 32 MiB made bare Pebble slower) went from
-// 0.59-0.65x at 4 MiB to 0.71-0.80x at 16 and 32 MiB. The cost is memory:
+// 8x. Interleaved 64-client commits against bare Pebble with its default
+// options went from 0.59-0.65x at 4 MiB to 0.71-0.80x at 16 and 32 MiB
+// (bare Pebble given only this larger memtable gets slower; given this and
+// zero-filled WALs it gets faster, see docs/benchmarks.md). The cost is memory:
 // up to two memtables of this size per database (Pebble grows a new
 // store's memtables up to it), and a longer WAL replay after a crash.
 const memTableSize = 32 << 20

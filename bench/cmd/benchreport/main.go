@@ -167,6 +167,8 @@ func report(r results) []row {
 		ratioRow("1 commit", "commits, 64 clients", "commits/s", c64, "pebble 64 writers", peb, 0.7, true),
 		ratioRow("1 commit", "commits, 64 clients (context)", "commits/s", c64, "pebble 64 writers, commit-shaped batches",
 			r.perSecond("primary.PebbleCommitShapedBatch64"), math.NaN(), true),
+		ratioRow("1 commit", "commits, 64 clients (context)", "commits/s", c64, "pebble 64 writers, the primary's options",
+			r.perSecond("primary.PebbleSyncedBatch64Tuned"), math.NaN(), true),
 		infoRow("1 commit", "16-event commits, 64 clients", "events/s",
 			16*r.perSecond("primary.Commit/clients=64/events=16")),
 		pairedRow("1 commit", "interleaved: commits, 1 client", "commits/s", r.get(ci, "c1_commits/s"),
