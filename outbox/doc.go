@@ -34,7 +34,9 @@
 // read-only filesystem, custody) pauses before the next claim; capacity pauses
 // without spending attempts; a changed binding, incompatible format or corrupt
 // content stops delivery until a restart. Before claiming while unhealthy the
-// worker probes the destination, so an outage does not burn attempts. After a
+// worker probes the destination, so an outage does not burn attempts; after a
+// pass halts, the next one waits for the probe interval, not for the next
+// commit, since no commit can unblock the destination. After a
 // claim, failures follow the retry policy: at most 32 attempts, 1 s apart, then
 // a dead letter, which stays undelivered and fences retention.
 //

@@ -194,7 +194,8 @@ func (w *Worker) Close() error { return w.inst.close() }
 func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	for {
-		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		res, err := w.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			w.log.Warn("outbox pass failed", zap.Error(err))
 		}
 		if w.Health().State == StateStopped {
@@ -202,7 +203,14 @@ func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 			return
 		}
 		wait := w.opts.ProbeInterval
-		if due := w.nextDueSnapshot(); !due.IsZero() {
+		notify := w.src.Notify()
+		if res.Halted != "" {
+			// The destination is unavailable, refusing or full: new commits
+			// cannot change that, and a pass per commit (a probe, a scan
+			// page, a quota check) would take CPU from the commits
+			// themselves. Probe again after the interval.
+			notify = nil
+		} else if due := w.nextDueSnapshot(); !due.IsZero() {
 			if d := due.Sub(w.clock.Now()); d < wait {
 				wait = max(d, 0)
 			}
@@ -210,7 +218,7 @@ func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.src.Notify():
+		case <-notify:
 		case <-w.wake:
 		case <-w.clock.After(wait):
 		}

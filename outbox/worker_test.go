@@ -678,3 +678,51 @@ func TestPassesSkipLeadingDeadLetters(t *testing.T) {
 		t.Fatalf("fifth pass: %+v, scanned %d; want nothing left to scan", res, b.src.scanned)
 	}
 }
+
+func (s *recordingSource) scannedIntents() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scanned
+}
+
+// waitUntil polls cond in real time for up to 10s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestHaltedWorkerWaitsForTheProbeInterval runs the worker's own loop: once
+// a pass has halted (here: the archive is full), commits arriving do not
+// start passes (each would probe, scan a page and check the quota, taking
+// CPU from the commits), and the next pass comes from the probe interval's
+// timer, stood in for by Wake (the fake clock's timers never fire).
+func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
+	b := setup(t, 0, 500) // a zero quota: nothing fits
+	if err := b.w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.w.Stop(context.Background()) })
+	b.commit(t, 1)
+	waitUntil(t, "capacity_exhausted", func() bool { return b.w.Health().Reason == outbox.ReasonCapacityExhausted })
+	// The loop may still be finishing the halted pass; once it waits, no
+	// commit notification may start another.
+	time.Sleep(50 * time.Millisecond)
+	scanned := b.src.scannedIntents()
+	b.commit(t, 50)
+	time.Sleep(200 * time.Millisecond)
+	if got := b.src.scannedIntents(); got != scanned {
+		t.Fatalf("commits started passes while delivery was halted: %d intents scanned, was %d", got, scanned)
+	}
+	b.w.Wake()
+	waitUntil(t, "the interval's pass", func() bool { return b.src.scannedIntents() == scanned+51 })
+	b.src.mu.Lock()
+	claims := len(b.src.claims)
+	b.src.mu.Unlock()
+	if h := b.w.Health(); h.Reason != outbox.ReasonCapacityExhausted || claims != 0 {
+		t.Fatalf("health %+v after the probe pass, %d claims", h, claims)
+	}
+}
