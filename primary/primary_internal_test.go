@@ -288,3 +288,103 @@ func TestFillGroupBounds(t *testing.T) {
 		t.Fatalf("empty queue: group of %d, carry %v", len(g), carry != nil)
 	}
 }
+
+// TestScanStartsAtTheLowWaterMark checks the scan's lower bound: at the
+// lowest sequence with an undelivered intent (dead letters included) while
+// the index is ready, nothing to scan when no intent is undelivered, and
+// the caller's bound when the index is degraded; the pages themselves are
+// unchanged.
+func TestScanStartsAtTheLowWaterMark(t *testing.T) {
+	ctx := context.Background()
+	db := openInternal(t, vfs.NewMem())
+	defer db.Close()
+	for range 10 {
+		if _, err := db.Execute(ctx, "two", json.RawMessage(`{"x":1}`), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := db.ScanIntents(ctx, nil, 100)
+	if err != nil || len(all) != 20 {
+		t.Fatalf("%d intents, %v", len(all), err)
+	}
+	floor := func() []byte {
+		t.Helper()
+		k, ok := db.scanFloor([]byte{nsIntent})
+		if !ok {
+			t.Fatal("no floor while intents are undelivered")
+		}
+		return k
+	}
+	if !bytes.Equal(floor(), intentKey(event.ID{Seq: 1})) {
+		t.Fatal("with nothing delivered the floor is not the first commit")
+	}
+	// Deliver commits 1-3 and the first event of commit 4; dead-letter
+	// commit 5's events.
+	claimed, err := db.Claim(ctx, all[:7], time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Complete(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(floor(), intentKey(event.ID{Seq: 4})) {
+		t.Fatalf("floor %x, want commit 4's", floor())
+	}
+	// The caller's bound wins when it is higher.
+	after := append(intentKey(event.ID{Seq: 6, Pos: 1}), 0)
+	if k, _ := db.scanFloor(after); !bytes.Equal(k, after) {
+		t.Fatal("the floor lowered the caller's bound")
+	}
+	page, err := db.ScanIntents(ctx, nil, 100)
+	if err != nil || len(page) != 13 || page[0].Event != (event.ID{Seq: 4, Pos: 1}) {
+		t.Fatalf("scan after deliveries: %d intents from %v, %v", len(page), page[0].Event, err)
+	}
+	dead := page[1:3] // commit 5
+	for _, in := range dead {
+		c, err := db.Claim(ctx, []Intent{in}, time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.DeadLetter(ctx, c[0], "attempts_exhausted"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err = db.Claim(ctx, page[:1], time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Complete(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(floor(), intentKey(event.ID{Seq: 5})) {
+		t.Fatalf("floor %x, want the dead letters' commit 5", floor())
+	}
+	// Nothing undelivered: nothing to scan.
+	db2 := openInternal(t, vfs.NewMem())
+	defer db2.Close()
+	if _, err := db2.Execute(ctx, "two", json.RawMessage(`{"x":1}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	both, err := db2.ScanIntents(ctx, nil, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err = db2.Claim(ctx, both, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db2.Complete(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := db2.scanFloor([]byte{nsIntent}); ok {
+		t.Fatal("a floor with no undelivered intent")
+	}
+	if page, err := db2.ScanIntents(ctx, nil, 100); err != nil || len(page) != 0 {
+		t.Fatalf("scan with nothing undelivered: %d intents, %v", len(page), err)
+	}
+	// A degraded index leaves the bound alone.
+	db.idx.degrade()
+	if k, ok := db.scanFloor([]byte{nsIntent}); !ok || !bytes.Equal(k, []byte{nsIntent}) {
+		t.Fatal("a degraded index moved the scan's bound")
+	}
+}
