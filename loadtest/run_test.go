@@ -52,7 +52,12 @@ func newFakeServer(t *testing.T, respond func(w http.ResponseWriter, r *http.Req
 			Input          json.RawMessage `json:"input"`
 			IdempotencyKey string          `json:"idempotency_key"`
 		}
-		b, _ := io.ReadAll(r.Body)
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			// The client went away mid-body (a cancelled run closes its
+			// connections): nothing was sent that could be checked.
+			return
+		}
 		if err := json.Unmarshal(b, &body); err != nil {
 			t.Errorf("body %q: %v", b, err)
 		}
