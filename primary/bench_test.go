@@ -89,7 +89,7 @@ func BenchmarkRawFdatasync(b *testing.B) {
 // committing small synced batches, with Pebble's default options. It is the
 // baseline of the commit target.
 func BenchmarkPebbleSyncedBatch64(b *testing.B) {
-	pebbleSyncedBatch64(b, &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}})
+	bareWriters64(b, bareOptions(), twoKeyBatch)
 }
 
 // BenchmarkPebbleSyncedBatch64Tuned is BenchmarkPebbleSyncedBatch64 with the
@@ -97,32 +97,9 @@ func BenchmarkPebbleSyncedBatch64(b *testing.B) {
 // reported for context: it shows whether those options alone would make bare
 // Pebble faster than the baseline.
 func BenchmarkPebbleSyncedBatch64Tuned(b *testing.B) {
-	pebbleSyncedBatch64(b, &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{},
-		MemTableSize: primary.MemTableSize, FS: walfill.New(vfs.Default)})
-}
-
-func pebbleSyncedBatch64(b *testing.B, o *pebble.Options) {
-	db, err := pebble.Open(filepath.Join(b.TempDir(), "bare"), o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	var n atomic.Uint64
-	val := make([]byte, 128)
-	b.SetParallelism(parallelism(64))
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			bt := db.NewBatch()
-			k := binary.BigEndian.AppendUint64([]byte("k"), n.Add(1))
-			_ = bt.Set(k, val, nil)
-			_ = bt.Set(append(k, 'i'), val[:32], nil)
-			if err := bt.Commit(pebble.Sync); err != nil {
-				b.Error(err)
-			}
-			_ = bt.Close()
-		}
-	})
+	o := bareOptions()
+	o.MemTableSize, o.FS = primary.MemTableSize, walfill.New(vfs.Default)
+	bareWriters64(b, o, twoKeyBatch)
 }
 
 // BenchmarkPebbleCommitShapedBatch64 is bare Pebble's group commit with
@@ -133,23 +110,47 @@ func pebbleSyncedBatch64(b *testing.B, o *pebble.Options) {
 // engine alone does with the bytes a commit must write. It is reported for
 // context next to BenchmarkPebbleSyncedBatch64, the baseline of the target.
 func BenchmarkPebbleCommitShapedBatch64(b *testing.B) {
-	db, err := pebble.Open(filepath.Join(b.TempDir(), "bare"), &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}})
+	val := make([]byte, 100)
+	bareWriters64(b, bareOptions(), func(bt *pebble.Batch, n uint64) {
+		seq := binary.BigEndian.AppendUint64([]byte("c"), n)
+		_ = bt.Set(binary.BigEndian.AppendUint32(append(seq, 'e'), 0), val, nil)
+		_ = bt.Set(append(seq, 'h'), val[:97], nil)
+		_ = bt.Set(binary.BigEndian.AppendUint32(append([]byte("i"), seq[1:]...), 0), val[:37], nil)
+		_ = bt.Set([]byte("m/undelivered"), val[:8], nil)
+	})
+}
+
+// bareOptions are Pebble's defaults at the primary's format version.
+func bareOptions() *pebble.Options {
+	return &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}}
+}
+
+// twoKeyBatch fills the baseline's batch n: a 128-byte value and a 32-byte
+// one under adjacent keys.
+var twoKeyBatch = func() func(*pebble.Batch, uint64) {
+	val := make([]byte, 128)
+	return func(bt *pebble.Batch, n uint64) {
+		k := binary.BigEndian.AppendUint64([]byte("k"), n)
+		_ = bt.Set(k, val, nil)
+		_ = bt.Set(append(k, 'i'), val[:32], nil)
+	}
+}()
+
+// bareWriters64 runs about 64 goroutines that each commit synced batches
+// filled by fill (n numbers the batches from 1) to a new bare Pebble store.
+func bareWriters64(b *testing.B, o *pebble.Options, fill func(bt *pebble.Batch, n uint64)) {
+	db, err := pebble.Open(filepath.Join(b.TempDir(), "bare"), o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
 	var n atomic.Uint64
-	val := make([]byte, 100)
 	b.SetParallelism(parallelism(64))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			bt := db.NewBatch()
-			seq := binary.BigEndian.AppendUint64([]byte("c"), n.Add(1))
-			_ = bt.Set(binary.BigEndian.AppendUint32(append(seq, 'e'), 0), val, nil)
-			_ = bt.Set(append(seq, 'h'), val[:97], nil)
-			_ = bt.Set(binary.BigEndian.AppendUint32(append([]byte("i"), seq[1:]...), 0), val[:37], nil)
-			_ = bt.Set([]byte("m/undelivered"), val[:8], nil)
+			fill(bt, n.Add(1))
 			if err := bt.Commit(pebble.Sync); err != nil {
 				b.Error(err)
 			}

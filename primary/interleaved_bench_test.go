@@ -2,7 +2,6 @@ package primary_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -35,7 +34,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	bare, err := pebble.Open(filepath.Join(dir, "bare"), &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}})
+	bare, err := pebble.Open(filepath.Join(dir, "bare"), bareOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +52,6 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 	}
 	buf := make([]byte, 128)
 	var n atomic.Uint64
-	val := make([]byte, 128)
 	ws := []bench.Workload{
 		{Name: "raw", Run: bench.Parallel(1, func() error {
 			if _, err := f.Write(buf); err != nil {
@@ -66,9 +64,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 		{Name: "pebble64", Run: bench.Parallel(64, func() error {
 			bt := bare.NewBatch()
 			defer bt.Close()
-			k := binary.BigEndian.AppendUint64([]byte("k"), n.Add(1))
-			_ = bt.Set(k, val, nil)
-			_ = bt.Set(append(k, 'i'), val[:32], nil)
+			twoKeyBatch(bt, n.Add(1))
 			return bt.Commit(pebble.Sync)
 		})},
 	}
