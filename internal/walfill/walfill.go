@@ -65,17 +65,13 @@ func wrap(f vfs.File, err error) (vfs.File, error) {
 	if err != nil || f.Fd() == vfs.InvalidFd {
 		return f, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return &file{File: f, filled: st.Size()}, nil
+	return &file{File: f}, nil
 }
 
 // file is a vfs.File that writes zeros into its reservation ahead of its
 // writes. Pebble writes a WAL from one goroutine, appending with Write, and
-// calls Preallocate from inside Write; file relies on both.
+// calls Preallocate from inside Write; file relies on both. Files Pebble
+// never reserves space in (tables, manifests) pass straight through.
 type file struct {
 	vfs.File
 	off      int64 // where the next Write lands (the file offset)
@@ -85,7 +81,16 @@ type file struct {
 
 // Preallocate implements vfs.File: it reserves the space as the wrapped
 // file does (so that ENOSPC shows up there) and records it for filling.
+// At the first reservation it learns the file's size: a recycled WAL is
+// already written that far.
 func (f *file) Preallocate(offset, length int64) error {
+	if f.reserved == 0 {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		f.filled = max(f.filled, st.Size())
+	}
 	f.reserved = max(f.reserved, offset+length)
 	return f.File.Preallocate(offset, length)
 }
