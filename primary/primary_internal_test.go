@@ -320,13 +320,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 	}
 	// Deliver commits 1-3 and the first event of commit 4; dead-letter
 	// commit 5's events.
-	claimed, err := db.Claim(ctx, all[:7], time.Now().Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Complete(ctx, claimed); err != nil {
-		t.Fatal(err)
-	}
+	deliver(t, db, all[:7])
 	if !bytes.Equal(floor(), intentKey(event.ID{Seq: 4})) {
 		t.Fatalf("floor %x, want commit 4's", floor())
 	}
@@ -349,13 +343,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claimed, err = db.Claim(ctx, page[:1], time.Now().Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Complete(ctx, claimed); err != nil {
-		t.Fatal(err)
-	}
+	deliver(t, db, page[:1])
 	if !bytes.Equal(floor(), intentKey(event.ID{Seq: 5})) {
 		t.Fatalf("floor %x, want the dead letters' commit 5", floor())
 	}
@@ -369,13 +357,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err = db2.Claim(ctx, both, time.Now().Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db2.Complete(ctx, claimed); err != nil {
-		t.Fatal(err)
-	}
+	deliver(t, db2, both)
 	if _, ok := db2.scanFloor([]byte{nsIntent}); ok {
 		t.Fatal("a floor with no undelivered intent")
 	}
@@ -386,5 +368,17 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 	db.idx.degrade()
 	if k, ok := db.scanFloor([]byte{nsIntent}); !ok || !bytes.Equal(k, []byte{nsIntent}) {
 		t.Fatal("a degraded index moved the scan's bound")
+	}
+}
+
+// deliver claims and completes members, as a worker does after archiving them.
+func deliver(t *testing.T, db *DB, members []Intent) {
+	t.Helper()
+	claimed, err := db.Claim(context.Background(), members, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Complete(context.Background(), claimed); err != nil {
+		t.Fatal(err)
 	}
 }
