@@ -52,6 +52,9 @@ var (
 	ErrIncompatible = errors.New("primary: incompatible store")
 	// ErrNotFound is returned by LoadEvent for an event that is not stored.
 	ErrNotFound = errors.New("primary: event not found")
+	// ErrBusy is returned by Open when another process holds the store's
+	// lock (a second server on the same data directory).
+	ErrBusy = errors.New("primary: database is held by another process")
 )
 
 // Options configures Open. The zero value of every field except Path and
