@@ -32,8 +32,22 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	defer w.passMu.Unlock()
 	p := &pass{w: w, ctx: ctx}
 	err := p.run()
-	if ferr := p.awaitFlush(); ferr != nil && err == nil {
-		err = ferr
+	// However the pass ended (an error, a halt, a cancelled context), the
+	// members it accepted and has not completed yet are completed here,
+	// before the failure is handled: left delivering, they would be claimed
+	// again after their lease, spend one more attempt and arrive again as
+	// duplicates. Doing it once, here, means no failure path can forget it.
+	// A pass that ran to its end has flushed at page end; this only awaits
+	// that flush.
+	reason := flushPageEnd
+	if err != nil || p.halted {
+		reason = flushFailure
+	}
+	if ferr := p.flush(reason); ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	if ferr := p.awaitFlush(); ferr != nil {
+		err = errors.Join(err, ferr)
 	}
 	if p.unsynced {
 		// Completions are applied without their own fsync (the next claim's
@@ -332,6 +346,11 @@ const (
 // can overlap); it is awaited before the next claim, the next flush, the
 // next page scan and the end of the pass. A flush before failure handling
 // completes before it returns.
+//
+// The completion runs without the pass's cancellation: it is a short
+// primary transaction without an fsync, and a flush that a cancelled
+// context skipped would leave accepted members delivering, to be claimed
+// and delivered once more after their lease.
 func (p *pass) flush(reason string) error {
 	if err := p.awaitFlush(); err != nil {
 		return err
@@ -344,11 +363,12 @@ func (p *pass) flush(reason string) error {
 	p.unsynced = true
 	done := make(chan error, 1)
 	p.flushing, p.flushingN = done, len(group)
+	ctx := context.WithoutCancel(p.ctx)
 	if reason == flushFailure {
-		done <- p.w.complete(p.ctx, group, reason)
+		done <- p.w.complete(ctx, group, reason)
 		return p.awaitFlush()
 	}
-	go func() { done <- p.w.complete(p.ctx, group, reason) }()
+	go func() { done <- p.w.complete(ctx, group, reason) }()
 	return nil
 }
 
