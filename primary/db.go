@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
 )
@@ -85,6 +86,11 @@ type DB struct {
 	alias string
 	clock func() time.Time
 	store *pebble.DB
+	lock  *pebble.Lock // the directory lock, taken before the store is opened
+	// fresh is set when Open found a directory that provably never held a
+	// committed write (see internal/existence): only then may it create
+	// the identity.
+	fresh bool
 	id    event.DatabaseID
 	// idString is id.String(), for span attributes.
 	idString string
@@ -185,7 +191,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	db.tel = tel
 	if err := opts.FS.MkdirAll(opts.Path, 0o700); err != nil {
-		return nil, fmt.Errorf("primary: create database directory: %w", errors.Unwrap(err))
+		return nil, fmt.Errorf("primary: create database directory: %w", pathless.Error(err))
 	}
 	po := &pebble.Options{
 		FS:                 walfill.New(opts.FS),
@@ -202,24 +208,15 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		},
 	}
 	po.WithFSDefaults()
-	marked := createdMarked(opts.FS, opts.Path)
-	store, err := pebble.Open(opts.Path, po)
-	if err != nil && !marked {
-		// The first Open never finished (no creation marker): no command
-		// can have been acknowledged, so start the creation over instead of
-		// leaving a store that Pebble refuses to open.
-		if rerr := restartCreation(opts.FS, opts.Path); rerr != nil {
-			return nil, fmt.Errorf("primary: open store: %w (restarting the interrupted creation failed: %w)", err, rerr)
-		}
-		db.log.Warn("the database's first start was interrupted; creating it again", zap.Error(err))
-		store, err = pebble.Open(opts.Path, po)
-	}
+	store, lock, fresh, err := openStore(opts.FS, opts.Path, po, db.log)
 	if err != nil {
-		return nil, fmt.Errorf("primary: open store: %w", err)
+		return nil, err
 	}
+	db.lock = lock
+	db.fresh = fresh
 	db.store = store
 	if err := db.load(); err != nil {
-		_ = store.Close()
+		_ = db.closeStore()
 		return nil, err
 	}
 	db.idString = db.id.String()
@@ -228,10 +225,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		names = append(names, p.Name)
 	}
 	db.prepareDurationAttrs(names)
-	if !marked {
+	if !createdMarked(opts.FS, opts.Path) {
 		if err := markCreated(opts.FS, opts.Path); err != nil {
-			_ = store.Close()
-			return nil, fmt.Errorf("primary: write the creation marker: %w", errors.Unwrap(err))
+			_ = db.closeStore()
+			return nil, fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err))
 		}
 	}
 	db.startCommitter()
@@ -252,7 +249,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	if err := db.buildIndex(ctx); err != nil {
 		db.stopCommitter()
-		_ = store.Close()
+		_ = db.closeStore()
 		return nil, err
 	}
 	return db, nil
@@ -262,6 +259,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 func (db *DB) load() error {
 	v, err := db.get(keyIdentity)
 	switch {
+	case errors.Is(err, pebble.ErrNotFound) && !db.fresh:
+		// The directory held committed writes, so the identity was made
+		// durable once: a store without it lost data and is refused.
+		return fmt.Errorf("%w: the database identity is missing from a store that was created before", ErrCorrupt)
 	case errors.Is(err, pebble.ErrNotFound):
 		id, err := event.NewDatabaseID(db.clock())
 		if err != nil {
@@ -367,11 +368,17 @@ func (db *DB) Close() error {
 	db.life.Unlock()
 	db.ops.Wait()
 	db.stopCommitter()
-	err := db.store.Close()
-	if err != nil {
+	if err := db.closeStore(); err != nil {
 		return fmt.Errorf("primary: close store: %w", err)
 	}
 	return nil
+}
+
+// closeStore closes the Pebble store, then releases the directory lock that
+// Open took before it.
+func (db *DB) closeStore() error {
+	err := db.store.Close()
+	return errors.Join(err, db.lock.Close())
 }
 
 // enter registers an in-flight operation; the returned function ends it.
@@ -507,25 +514,6 @@ func markCreated(fs vfs.FS, dir string) error {
 	}
 	if err := errors.Join(f.Sync(), f.Close()); err != nil {
 		return err
-	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
-
-// restartCreation empties a database directory whose first Open never
-// finished, so that Pebble creates the store afresh.
-func restartCreation(fs vfs.FS, dir string) error {
-	names, err := fs.List(dir)
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		if err := fs.RemoveAll(fs.PathJoin(dir, name)); err != nil {
-			return err
-		}
 	}
 	d, err := fs.OpenDir(dir)
 	if err != nil {

@@ -1,0 +1,99 @@
+package primary
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/internal/existence"
+	"github.com/riffdb/riffdb/internal/pathless"
+)
+
+// openStore locks the database directory and opens its Pebble store,
+// deciding from riffdb's own evidence, never Pebble's, whether the store may
+// be created:
+//
+//   - A directory that provably never held a committed write (no creation
+//     marker, no table, no non-zero WAL byte; see internal/existence) is a
+//     new database or an interrupted first start: its leftovers are removed
+//     and the store is created (fresh is true).
+//   - Any other directory holds a store that riffdb created. It is opened
+//     with ErrorIfNotExists, and refused with ErrCorrupt, before Pebble
+//     touches anything, when Pebble's own markers are missing: without
+//     marker.manifest.* Pebble would create a new store and delete the old
+//     tables and logs as obsolete.
+//
+// The lock is taken first and held across the whole decision, so a second
+// process can neither race the creation nor be wiped by it. The caller
+// closes the lock after the store.
+func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_ *pebble.DB, _ *pebble.Lock, fresh bool, err error) {
+	lock, err := pebble.LockDirectory(dir, vfsys)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, nil, false, fmt.Errorf("primary: lock the database directory: %w", pathless.Error(err))
+		}
+		// The lock file exists and another holder has it (fcntl EAGAIN or
+		// EACCES, or Pebble's in-process lock table).
+		return nil, nil, false, fmt.Errorf("%w: %w", ErrBusy, pathless.Error(err))
+	}
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+		}
+	}()
+	if !createdMarked(vfsys, dir) {
+		if fresh, err = existence.NeverCommitted(vfsys, dir); err != nil {
+			return nil, nil, false, fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
+		}
+	}
+	if fresh {
+		names, err := vfsys.List(dir)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
+		}
+		if len(names) > 1 { // more than the LOCK just taken
+			log.Warn("the database's first start was interrupted; creating it again")
+			if err := existence.Reset(vfsys, dir, lockFileName); err != nil {
+				return nil, nil, false, fmt.Errorf("primary: restart the interrupted creation: %w", pathless.Error(err))
+			}
+		}
+	} else {
+		desc, err := pebble.Peek(dir, vfsys)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("%w: reading the storage engine's markers: %w", ErrIncompatible, pathless.Error(err))
+		}
+		if !desc.Exists {
+			return nil, nil, false, fmt.Errorf("%w: the storage engine's manifest marker is missing from a database that was created before; "+
+				"it is refused rather than created again (restore the missing file or the data directory from a backup)", ErrCorrupt)
+		}
+	}
+	o := *po
+	o.Lock = lock
+	o.ErrorIfNotExists = !fresh
+	store, err := pebble.Open(dir, &o)
+	if err != nil {
+		return nil, nil, false, classifyOpen(err)
+	}
+	return store, lock, fresh, nil
+}
+
+// lockFileName is the name of Pebble's lock file in a store directory.
+const lockFileName = "LOCK"
+
+// classifyOpen maps a failed pebble.Open of an existing store to the
+// primary's sentinels, without paths.
+func classifyOpen(err error) error {
+	switch {
+	case errors.Is(err, pebble.ErrDBDoesNotExist):
+		return fmt.Errorf("%w: the storage engine found no store in a database that was created before", ErrCorrupt)
+	case errors.Is(err, pebble.ErrCorruption), errors.Is(err, fs.ErrNotExist):
+		// A missing table or log that the manifest names is damage too.
+		return fmt.Errorf("%w: the storage engine refused the store: %w", ErrCorrupt, pathless.Error(err))
+	}
+	return fmt.Errorf("primary: open store: %w", pathless.Error(err))
+}

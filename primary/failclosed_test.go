@@ -1,0 +1,186 @@
+package primary_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/riffdb/riffdb/primary"
+)
+
+// listing is a directory's names with size, mode and mtime, to prove that a
+// refused open left every file as it was.
+func listing(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = fmt.Sprintf("%d %v %d", fi.Size(), fi.Mode(), fi.ModTime().UnixNano())
+	}
+	return out
+}
+
+func sameListing(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	for n, v := range before {
+		if after[n] != v {
+			t.Errorf("%s changed: %q → %q", n, v, after[n])
+		}
+	}
+	for n := range after {
+		if _, ok := before[n]; !ok {
+			t.Errorf("%s was created", n)
+		}
+	}
+}
+
+// sameListingButLock is sameListing except for LOCK's mtime: taking the
+// directory lock (Pebble's LockDirectory) opens LOCK with O_TRUNC, which
+// bumps its mtime even on an empty file. Its name, size and mode must stay.
+func sameListingButLock(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	trim := func(m map[string]string) {
+		if v, ok := m["LOCK"]; ok {
+			m["LOCK"] = v[:strings.LastIndexByte(v, ' ')]
+		}
+	}
+	trim(before)
+	trim(after)
+	sameListing(t, before, after)
+}
+
+// diskDB creates a database on disk with n acknowledged commits and closes it.
+func diskDB(t *testing.T, n int) (primary.Options, uint64) {
+	t.Helper()
+	opts := primary.Options{Path: filepath.Join(t.TempDir(), "db"), Contract: compile(t)}
+	db, err := primary.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		exec(t, db, "place_order", fmt.Sprintf(`{"order_id":"o-%d","amount_cents":%d}`, i, i), fmt.Sprint("k", i))
+	}
+	last := db.LastCommitSequence()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return opts, last
+}
+
+func removeGlob(t *testing.T, dir, pattern string) {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no %s in the store (%v)", pattern, err)
+	}
+	for _, f := range m {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMissingManifestMarkerIsRefused is the first reproduction of the
+// fail-closed issue: with marker.manifest.* deleted, Pebble's plain Open
+// creates a new store and deletes the old tables and logs. Open must refuse
+// with ErrCorrupt and leave every file exactly as it was.
+func TestMissingManifestMarkerIsRefused(t *testing.T) {
+	opts, _ := diskDB(t, 200)
+	removeGlob(t, opts.Path, "marker.manifest.*")
+	before := listing(t, opts.Path)
+	_, err := primary.Open(context.Background(), opts)
+	if !errors.Is(err, primary.ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
+	}
+	if strings.Contains(err.Error(), opts.Path) {
+		t.Errorf("the error names the path: %v", err)
+	}
+	sameListingButLock(t, before, listing(t, opts.Path))
+}
+
+// TestMissingFormatMarkerIsRefused: without marker.format-version.* Pebble
+// would take the store for a new one; it must be refused, files untouched.
+func TestMissingFormatMarkerIsRefused(t *testing.T) {
+	opts, _ := diskDB(t, 50)
+	removeGlob(t, opts.Path, "marker.format-version.*")
+	before := listing(t, opts.Path)
+	if _, err := primary.Open(context.Background(), opts); err == nil {
+		t.Fatal("Open succeeded on a store without its format marker")
+	}
+	sameListingButLock(t, before, listing(t, opts.Path))
+}
+
+// TestLostCreationMarkerKeepsTheStore: riffdb's own marker lost from an
+// intact store is not a reason to create anything: the store opens with its
+// identity and every commit, and the marker is written again.
+func TestLostCreationMarkerKeepsTheStore(t *testing.T) {
+	opts, last := diskDB(t, 100)
+	db, err := primary.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := db.Identity()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	removeGlob(t, opts.Path, "riffdb-created")
+	db, err = primary.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Identity() != id || db.LastCommitSequence() != last {
+		t.Fatalf("reopened as %s at %d, want %s at %d", db.Identity(), db.LastCommitSequence(), id, last)
+	}
+	if _, err := os.Stat(filepath.Join(opts.Path, "riffdb-created")); err != nil {
+		t.Fatalf("the creation marker was not written again: %v", err)
+	}
+}
+
+// TestLostIdentityIsRefused: a store that held commits but lost the key
+// holding its identity (here: every table and log gone, the marker kept) is
+// refused rather than given a new identity.
+func TestLostIdentityIsRefused(t *testing.T) {
+	opts, _ := diskDB(t, 20)
+	for _, pat := range []string{"*.sst", "*.log"} {
+		m, _ := filepath.Glob(filepath.Join(opts.Path, pat))
+		for _, f := range m {
+			if err := os.Truncate(f, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, err := primary.Open(context.Background(), opts)
+	if err == nil {
+		t.Fatal("Open succeeded on a store whose every table and log was emptied")
+	}
+	if !errors.Is(err, primary.ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestSecondOpenIsBusy: a second Open of a held store fails with ErrBusy and
+// leaves the first working.
+func TestSecondOpenIsBusy(t *testing.T) {
+	opts, _ := diskDB(t, 1)
+	db, err := primary.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := primary.Open(context.Background(), opts); !errors.Is(err, primary.ErrBusy) {
+		t.Fatalf("second Open = %v, want ErrBusy", err)
+	}
+	exec(t, db, "place_order", `{"order_id":"after","amount_cents":1}`, "after")
+}
