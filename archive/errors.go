@@ -43,6 +43,14 @@ var (
 	// checksum, a decode, a key outside the binding, accounting that disagrees
 	// with the records, or storage-engine corruption.
 	ErrCorrupt = errors.New("archive: corrupt content")
+	// ErrLostRecords is returned when the archive holds fewer records than
+	// a durable lower bound kept outside its log says it held (see the
+	// anchors in floor.go); the error is a *LostRecordsError.
+	ErrLostRecords = errors.New("archive: records lost")
+	// ErrHistoryBehind is returned by Open when the archive holds an event
+	// of the primary's history incarnation beyond the primary's last
+	// commit: the primary lost its tail or was restored by hand.
+	ErrHistoryBehind = errors.New("archive: holds events beyond the primary's history")
 	// ErrClosed is returned by every method of a closed Store or Reader.
 	ErrClosed = errors.New("archive: closed")
 	// ErrNotFound is returned by Inspect when there is no archive.
@@ -104,7 +112,8 @@ func Classify(err error) Class {
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrInvalidRecord):
 		return ClassConflict
 	case errors.Is(err, ErrBindingChanged), errors.Is(err, ErrIncompatibleFormat),
-		errors.Is(err, ErrCorrupt), isPebbleCorruption(err):
+		errors.Is(err, ErrCorrupt), errors.Is(err, ErrLostRecords), errors.Is(err, ErrHistoryBehind),
+		isPebbleCorruption(err):
 		return ClassStop
 	case errors.Is(err, ErrCapacity), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ClassCapacity
@@ -189,7 +198,7 @@ func mapError(op string, err error) error {
 		return err
 	}
 	for _, s := range []error{ErrConflict, ErrInvalidRecord, ErrCapacity, ErrUnavailable, ErrRefused,
-		ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt, ErrClosed, ErrNotFound, ErrBusy} {
+		ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt, ErrLostRecords, ErrHistoryBehind, ErrClosed, ErrNotFound, ErrBusy} {
 		if errors.Is(err, s) {
 			return err
 		}

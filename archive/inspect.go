@@ -47,6 +47,10 @@ type InspectReport struct {
 	PagesExamined int
 	// Integrity is one of the Integrity* constants.
 	Integrity string
+	// MissingRecords, with Integrity "mismatch", is how many records at
+	// least the archive lost: its accounting is below the floor written at
+	// its last clean shutdown (floor.go).
+	MissingRecords int64
 }
 
 // Inspect verifies the archive in dir offline, in at most maxPages pages
@@ -112,7 +116,18 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPage
 		return rep, mapError("reading the storage engine format", err)
 	}
 	if !desc.Exists {
-		return rep, ErrNotFound
+		// An empty store directory is an archive whose creation never
+		// started. Anything else without Pebble's manifest marker is a
+		// created archive that lost the marker: damage, not absence.
+		names, err := fs.List(storeDir)
+		if err != nil {
+			return rep, mapError("reading the store directory", err)
+		}
+		if len(names) == 0 || (len(names) == 1 && names[0] == "LOCK") {
+			return rep, ErrNotFound
+		}
+		rep.Integrity = IntegrityCorrupt
+		return rep, nil
 	}
 	if desc.FormatMajorVersion < FormatMajorVersion || desc.FormatMajorVersion > pebble.FormatNewest {
 		return rep, fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
@@ -166,6 +181,22 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPage
 	}
 	c.binding = m.binding
 
+	// The floor file is a lower bound of the accounting kept outside the
+	// log (floor.go): an archive below it lost records to a truncated or
+	// replaced log, however consistent it is with itself.
+	var lost *LostRecordsError
+	fid, floor, haveFloor, floorErr := readFloor(fs, storeDir)
+	if floorErr == nil && haveFloor {
+		if fid != m.binding {
+			floorErr = newError(ErrCorrupt, "the archive's floor file names another database", nil)
+		} else if ferr := checkFloor(m.acct, floor.Records, anchorFloorFile); ferr != nil {
+			lost = ferr.(*LostRecordsError)
+		}
+	}
+	if floorErr != nil && !errors.Is(floorErr, ErrCorrupt) {
+		return rep, floorErr
+	}
+
 	t, err := c.scan(ctx, maxPages)
 	rep.PagesExamined, rep.ScannedRecords, rep.ScannedBytes = t.pages, t.records, t.bytes
 	if err == nil && t.complete {
@@ -186,6 +217,10 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPage
 		rep.Integrity = IntegrityIncomplete
 	case t.records != m.acct.Records || t.bytes != m.acct.EncodedBytes:
 		rep.Integrity = IntegrityMismatch
+	case floorErr != nil:
+		rep.Integrity = IntegrityCorrupt
+	case lost != nil:
+		rep.Integrity, rep.MissingRecords = IntegrityMismatch, lost.Missing
 	default:
 		rep.Integrity = IntegrityVerified
 	}

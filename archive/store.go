@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/existence"
 	"github.com/riffdb/riffdb/internal/walfill"
 )
 
@@ -66,6 +67,18 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 	// Clock returns the current time; nil means time.Now.
 	Clock func() time.Time
+
+	// Floor is a durable lower bound of the record count kept outside the
+	// archive (the primary's record of completed deliveries; see the
+	// anchors in floor.go). Open refuses an archive holding fewer records
+	// with a *LostRecordsError, and refuses to create an archive at all
+	// while Floor > 0: events were completed into one that is now gone.
+	Floor int64
+	// Incarnation and LastCommit, when LastCommit > 0, are the primary's
+	// history incarnation and last commit sequence: Open refuses with
+	// ErrHistoryBehind an archive holding an event of that incarnation
+	// beyond LastCommit.
+	Incarnation, LastCommit uint64
 }
 
 // Outcome is the result of a successful Accept.
@@ -199,7 +212,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	}
 	s.storeDir = s.fs.PathJoin(dir, StoreDirName)
 
-	if err := s.open(ctx, exists, opts.Database); err != nil {
+	if !exists && opts.Floor > 0 {
+		return nil, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
+	}
+	if err := s.open(ctx, exists, opts); err != nil {
 		return nil, err
 	}
 	if err := s.registerGauges(); err != nil {
@@ -225,38 +241,49 @@ func dirHoldsStore(fs vfs.FS, dir string) (bool, error) {
 	return false, newError(ErrRefused, "archive directory holds entries other than the store", nil)
 }
 
-func (s *Store) open(ctx context.Context, exists bool, database event.DatabaseID) error {
+func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
+	// Existence is riffdb's decision (internal/existence): a store directory
+	// without the floor file that riffdb writes at creation is created
+	// (again) only if it provably never held a committed write; any other
+	// store must be opened as it is, and is refused before Pebble touches
+	// it when Pebble's own markers are missing (Pebble would create a new
+	// store and delete the old tables and logs as obsolete).
 	create := !exists
 	if exists {
-		desc, err := pebble.Peek(s.storeDir, s.fs)
-		if err != nil {
-			return mapError("reading the storage engine format", err)
+		_, _, marked, err := readFloor(s.fs, s.storeDir)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return err
 		}
-		if !desc.Exists || desc.FormatMajorVersion == pebble.FormatDefault {
-			// No MANIFEST or no format-version marker: Pebble never finished
-			// creating the store (it writes both before Open returns), so no
-			// record can exist. Finish the creation: a crash during the first
-			// start must not leave an archive that refuses to open. initMeta
-			// still refuses a store that holds any key but no archive marker.
-			create = true
-			s.log.Warn("archive store creation was interrupted; creating it again")
-		} else if desc.FormatMajorVersion >= pebble.FormatMinSupported && desc.FormatMajorVersion < FormatMajorVersion {
-			// Pebble creates a store at its minimum format and ratchets it
-			// step by step; a crash during the first start can leave it
-			// anywhere in between. Only an empty store is such a leftover.
-			empty, err := s.emptyAtVersion(ctx, desc.FormatMajorVersion)
-			if err != nil {
-				return err
+		marked = marked || err != nil // a damaged floor file still marks a created store
+		if !marked {
+			if create, err = existence.NeverCommitted(s.fs, s.storeDir); err != nil {
+				return mapError("reading the store directory", err)
 			}
-			if !empty {
+		}
+		if create {
+			names, err := s.fs.List(s.storeDir)
+			if err != nil {
+				return mapError("reading the store directory", err)
+			}
+			if len(names) > 0 {
+				s.log.Warn("archive store creation was interrupted; creating it again")
+				if err := existence.Reset(s.fs, s.storeDir); err != nil {
+					return mapError("restarting the interrupted creation", err)
+				}
+			}
+		} else {
+			desc, err := pebble.Peek(s.storeDir, s.fs)
+			if err != nil {
+				return mapError("reading the storage engine format", err)
+			}
+			if !desc.Exists || desc.FormatMajorVersion == pebble.FormatDefault {
+				return newError(ErrCorrupt, "the storage engine's markers are missing from an archive that was created before; "+
+					"it is refused rather than created again (restore the missing file or the archive from a backup)", nil)
+			}
+			if desc.FormatMajorVersion < FormatMajorVersion || desc.FormatMajorVersion > pebble.FormatNewest {
 				return fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
 					ErrIncompatibleFormat, desc.FormatMajorVersion, FormatMajorVersion, pebble.FormatNewest)
 			}
-			create = true
-			s.log.Warn("archive store creation was interrupted; creating it again")
-		} else if desc.FormatMajorVersion < FormatMajorVersion || desc.FormatMajorVersion > pebble.FormatNewest {
-			return fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
-				ErrIncompatibleFormat, desc.FormatMajorVersion, FormatMajorVersion, pebble.FormatNewest)
 		}
 	}
 	if create {
@@ -274,7 +301,7 @@ func (s *Store) open(ctx context.Context, exists bool, database event.DatabaseID
 	if err != nil {
 		return err
 	}
-	if err := s.initMeta(ctx, database); err != nil {
+	if err := s.initMeta(ctx, opts.Database, create); err != nil {
 		_ = s.closeDB()
 		return err
 	}
@@ -282,38 +309,46 @@ func (s *Store) open(ctx context.Context, exists bool, database event.DatabaseID
 		_ = s.closeDB()
 		return err
 	}
+	if err := s.checkAnchors(ctx, opts); err != nil {
+		_ = s.closeDB()
+		return err
+	}
 	return nil
 }
 
-// emptyAtVersion opens the store at its own (older) format, without
-// ratcheting it, and reports whether it holds no key at all.
-func (s *Store) emptyAtVersion(ctx context.Context, v pebble.FormatMajorVersion) (bool, error) {
-	o := pebbleOptions(s.st, s.fs, s.realFS)
-	o.FormatMajorVersion, o.ErrorIfNotExists = v, true
-	var empty bool
-	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
-		db, err := pebble.Open(s.storeDir, o)
-		if err != nil {
-			return err
-		}
-		it, err := db.NewIter(nil)
-		if err != nil {
-			_ = db.Close()
-			return err
-		}
-		empty = !it.First()
-		err = it.Close()
-		if cerr := db.Close(); err == nil {
-			err = cerr
-		}
+// checkAnchors compares the validated accounting with the lower bounds kept
+// outside the archive's log (floor.go), and writes the floor file when it is
+// missing (a new archive, or one created before floor files existed).
+func (s *Store) checkAnchors(ctx context.Context, opts Options) error {
+	id, floor, ok, err := readFloor(s.fs, s.storeDir)
+	if err != nil {
 		return err
-	})
-	return empty, err
+	}
+	if ok {
+		if id != s.binding {
+			return newError(ErrCorrupt, "the archive's floor file names another database", nil)
+		}
+		if err := checkFloor(s.acct, floor.Records, anchorFloorFile); err != nil {
+			return err
+		}
+	}
+	if err := checkFloor(s.acct, opts.Floor, anchorPrimary); err != nil {
+		return err
+	}
+	if opts.LastCommit > 0 {
+		if err := s.checkHistory(ctx, opts.Incarnation, opts.LastCommit); err != nil {
+			return err
+		}
+	}
+	if !ok {
+		return writeFloor(s.fs, s.storeDir, s.binding, s.acct)
+	}
+	return nil
 }
 
 // initMeta reads (or, on a store without any key, writes) the format
 // marker, binding and accounting.
-func (s *Store) initMeta(ctx context.Context, database event.DatabaseID) error {
+func (s *Store) initMeta(ctx context.Context, database event.DatabaseID, create bool) error {
 	m, err := s.readMeta(ctx)
 	if errors.Is(err, errNoMarker) {
 		empty, eerr := s.isEmpty(ctx)
@@ -322,6 +357,11 @@ func (s *Store) initMeta(ctx context.Context, database event.DatabaseID) error {
 		}
 		if !empty {
 			return newError(ErrIncompatibleFormat, "the store has no archive format marker", nil)
+		}
+		if !create {
+			// The store held committed writes once (it was not fresh), so
+			// its metadata was written: it lost everything.
+			return newError(ErrCorrupt, "the archive's metadata is missing from an archive that was created before", nil)
 		}
 		b := s.db.NewBatch()
 		_ = b.Set(keyFormat, encodeMarker(formatVersion), nil)
@@ -849,7 +889,16 @@ func (s *Store) Close() error {
 	if s.gauges != nil {
 		_ = s.gauges.Unregister()
 	}
-	return s.closeDB()
+	err := s.closeDB()
+	if err == nil && s.st.err() == nil && s.db != nil {
+		// A clean close raises the floor to the accounting every accepted
+		// record is durable under (floor.go). After a failure the floor
+		// stays where it was: still a true lower bound.
+		if ferr := writeFloor(s.fs, s.storeDir, s.binding, s.acct); ferr != nil {
+			s.log.Warn("archive floor file not updated at close", zap.Error(ferr))
+		}
+	}
+	return err
 }
 
 // closeDB closes Pebble in a guarded goroutine, ignoring a recorded failure
