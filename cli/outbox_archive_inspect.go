@@ -30,6 +30,9 @@ type inspectResult struct {
 	AllocatedBytes  *int64 `json:"allocated_bytes"`
 	PagesExamined   int    `json:"pages_examined"`
 	Integrity       string `json:"integrity"`
+	// MissingRecords is present with integrity "mismatch" when the archive
+	// holds fewer records than at its last clean shutdown.
+	MissingRecords int64 `json:"missing_records,omitempty"`
 }
 
 func newInspectResult(r archive.InspectReport) inspectResult {
@@ -40,6 +43,7 @@ func newInspectResult(r archive.InspectReport) inspectResult {
 		EncodedBytes:    r.EncodedBytes,
 		PagesExamined:   r.PagesExamined,
 		Integrity:       r.Integrity,
+		MissingRecords:  r.MissingRecords,
 	}
 	if r.AllocatedBytes >= 0 {
 		n := r.AllocatedBytes
@@ -116,8 +120,12 @@ and no event payloads. This implementation requires Linux.`,
 			res := newInspectResult(rep)
 			switch rep.Integrity {
 			case archive.IntegrityMismatch, archive.IntegrityCorrupt:
-				return &Error{Kind: KindPublic, Code: "archive_integrity_" + rep.Integrity, Result: res,
-					Message: integrityMessage(rep.Integrity)}
+				msg := integrityMessage(rep.Integrity)
+				if rep.MissingRecords > 0 {
+					msg = fmt.Sprintf("the archive holds %d records fewer than at its last clean shutdown: records were lost "+
+						"(a truncated or replaced log); stop delivery and investigate", rep.MissingRecords)
+				}
+				return &Error{Kind: KindPublic, Code: "archive_integrity_" + rep.Integrity, Result: res, Message: msg}
 			}
 			return Emit(cmd, res, res.writeText)
 		},
