@@ -119,13 +119,16 @@ type DB struct {
 	// count, and entry into Pebble's commit pipeline happen under it, so
 	// WAL order equals sequence order.
 	mu        sync.Mutex
-	last      uint64 // last assigned (and applied) commit sequence
-	lastCum   uint64 // cumulative history bytes through last
-	countDur  uint64 // value of the durable count key as last applied
-	lastAtom  atomic.Uint64
-	cumAtom   atomic.Uint64
-	prunedCum atomic.Uint64
-	first     atomic.Uint64 // first retained history seq
+	last      uint64       // last assigned (and applied) commit sequence
+	lastCum   uint64       // cumulative history bytes through last
+	countDur  uint64       // value of the durable count key as last applied
+	delivered DeliveryMark // the delivery mark as last applied
+	// openedLast is the last commit sequence found by Open.
+	openedLast uint64
+	lastAtom   atomic.Uint64
+	cumAtom    atomic.Uint64
+	prunedCum  atomic.Uint64
+	first      atomic.Uint64 // first retained history seq
 
 	// casMu serialises intent read-compare-write transitions.
 	casMu sync.Mutex
@@ -280,6 +283,7 @@ func (db *DB) load() error {
 			return fmt.Errorf("primary: create identity: %w", err)
 		}
 		db.id, db.incarn = id, 1
+		db.delivered = DeliveryMark{Incarnation: 1}
 		db.first.Store(1)
 		db.log.Info("primary database created", zap.String("database_id", id.String()))
 		return nil
@@ -341,6 +345,10 @@ func (db *DB) load() error {
 	}
 	db.lastAtom.Store(db.last)
 	db.cumAtom.Store(db.lastCum)
+	db.openedLast = db.last
+	if err := db.loadDelivered(); err != nil {
+		return err
+	}
 	// Everything replayed at Open is durable: Pebble flushes the replayed WAL
 	// and syncs before Open returns.
 	db.frontier.reset(db.last)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riffdb/riffdb/primary"
 )
@@ -183,4 +184,43 @@ func TestSecondOpenIsBusy(t *testing.T) {
 		t.Fatalf("second Open = %v, want ErrBusy", err)
 	}
 	exec(t, db, "place_order", `{"order_id":"after","amount_cents":1}`, "after")
+}
+
+// TestDeliveryMarkCountsCompletions: every completion counts in the durable
+// delivery mark, in the completion's own batch, and CompleteArchived raises
+// the archive floor (never lowers it); both survive a reopen.
+func TestDeliveryMarkCountsCompletions(t *testing.T) {
+	db, bu := setup(t)
+	ctx := context.Background()
+	for i := range 5 {
+		exec(t, db, "two", fmt.Sprintf(`{"x":%d}`, i), fmt.Sprint("k", i))
+	}
+	page, err := db.ScanIntents(ctx, nil, 100)
+	if err != nil || len(page) != 10 {
+		t.Fatalf("scan: %d, %v", len(page), err)
+	}
+	claimed, err := db.Claim(ctx, page, bu.clock.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CompleteArchived(ctx, claimed[:4], 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CompleteArchived(ctx, claimed[4:6], 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Complete(ctx, claimed[6:]); err != nil {
+		t.Fatal(err)
+	}
+	want := primary.DeliveryMark{Incarnation: 1, Completed: 10, ArchiveFloor: 40}
+	if got := db.Delivered(); got != want {
+		t.Fatalf("mark %+v, want %+v", got, want)
+	}
+	db = reopen(t, db, bu)
+	if got := db.Delivered(); got != want {
+		t.Fatalf("after reopen: mark %+v, want %+v", got, want)
+	}
+	if db.OpenedLastSequence() != 5 {
+		t.Fatalf("opened last = %d", db.OpenedLastSequence())
+	}
 }

@@ -291,7 +291,7 @@ func (db *DB) one(ctx context.Context, in Intent, next func(Intent) (Intent, boo
 // state equals the given one, writing all results (or removals) in one
 // batch, synced unless sync is false (then it returns once the batch is
 // applied).
-func (db *DB) transition(ctx context.Context, members []Intent, remove, sync bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
+func (db *DB) transition(ctx context.Context, members []Intent, remove, sync bool, next func(Intent) (Intent, bool), archiveFloor ...uint64) ([]Intent, error) {
 	if len(members) == 0 {
 		return nil, nil
 	}
@@ -303,7 +303,7 @@ func (db *DB) transition(ctx context.Context, members []Intent, remove, sync boo
 	var out []Intent
 	err = db.guard(func() error {
 		var err error
-		out, err = db.transitionLocked(members, remove, sync, next)
+		out, err = db.transitionLocked(members, remove, sync, next, archiveFloor...)
 		return err
 	})
 	if err != nil {
@@ -315,7 +315,7 @@ func (db *DB) transition(ctx context.Context, members []Intent, remove, sync boo
 	return out, nil
 }
 
-func (db *DB) transitionLocked(members []Intent, remove, sync bool, next func(Intent) (Intent, bool)) ([]Intent, error) {
+func (db *DB) transitionLocked(members []Intent, remove, sync bool, next func(Intent) (Intent, bool), archiveFloor ...uint64) ([]Intent, error) {
 	db.casMu.Lock()
 	casLocked := true
 	defer func() {
@@ -380,11 +380,20 @@ func (db *DB) transitionLocked(members []Intent, remove, sync bool, next func(In
 		db.mu.Lock()
 		count := db.countDur - uint64(len(members))
 		_ = b.Set(keyCount, encodeU64(count), nil)
+		// Every removal is a completion (delivered members leave the
+		// index only that way): count it in the delivery mark.
+		mark := db.delivered
+		mark.Completed += uint64(len(members))
+		for _, f := range archiveFloor {
+			mark.ArchiveFloor = max(mark.ArchiveFloor, f)
+		}
+		_ = b.Set(keyDelivered, encodeDelivered(mark), nil)
 		if err := apply(); err != nil {
 			db.mu.Unlock()
 			return nil, db.writeFailed(err)
 		}
 		db.countDur = count
+		db.delivered = mark
 		db.idx.count.Store(count)
 		db.idx.remove(ids)
 		db.mu.Unlock()
