@@ -748,7 +748,7 @@ func (s *dmServer) replay(token string, c dmCommand) string {
 // dmRunServer starts the server on a damaged installation and judges what
 // it does: outcome is the table cell, intact and refused the server's side
 // of the verdict; violations what must not happen.
-func dmRunServer(root string, inst *dmInstallation) (outcome string, intact, refused bool, violations []string) {
+func dmRunServer(root, store string, inst *dmInstallation) (outcome string, intact, refused bool, violations []string) {
 	s, ready, err := dmStartServer(root)
 	if err != nil && s == nil {
 		return "could not start: " + err.Error(), false, false, []string{"the server could not be started: " + err.Error()}
@@ -773,6 +773,9 @@ func dmRunServer(root string, inst *dmInstallation) (outcome string, intact, ref
 			violations = append(violations, "the server exited 0 before serving")
 		case !slices.Contains(dmRefusalCodes, env.Error.Code):
 			violations = append(violations, fmt.Sprintf("the server refused with code %s, which names no damage: %q", env.Error.Code, env.Error.Message))
+		case store == "credentials" && env.Error.Code != "credentials_refused",
+			store == "primary" && !strings.HasPrefix(env.Error.Code, "database_"):
+			violations = append(violations, fmt.Sprintf("the server refused damage to the %s store with code %s: %q", store, env.Error.Code, env.Error.Message))
 		default:
 			refused = true
 		}
@@ -850,7 +853,19 @@ func dmRunServer(root string, inst *dmInstallation) (outcome string, intact, ref
 	if len(violations) > 0 {
 		return outcome, false, false, violations
 	}
-	return outcome, true, false, nil
+	// Intact so far: it must also stop cleanly (the archive is inspected
+	// again afterwards).
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(dmReadyWait):
+		return outcome + "; no clean stop", false, false, []string{fmt.Sprintf("the server did not stop within %v of SIGTERM", dmReadyWait)}
+	}
+	if code := s.exitCode(); code != 0 {
+		return outcome + fmt.Sprintf("; stop exit %d", code), false, false, append(dmLeaks(root, "", output()),
+			fmt.Sprintf("the server exited %d on SIGTERM: stdout %q; last log lines %q", code, dmClip(s.stdout.String()), dmClip(dmTail(s.stderr.String()))))
+	}
+	return outcome, true, false, dmLeaks(root, "", output())
 }
 
 // diedAfterReady judges a server that exited after it had started serving.
@@ -903,7 +918,7 @@ func dmRun(t *testing.T, inst *dmInstallation, c dmCase) dmResult {
 	var verified, intact, refused bool
 	var iv, sv []string
 	r.inspect, verified, iv = dmInspect(root, inst)
-	r.server, intact, refused, sv = dmRunServer(root, inst)
+	r.server, intact, refused, sv = dmRunServer(root, c.store, inst)
 	r.violations = append(iv, sv...)
 	switch {
 	case len(r.violations) > 0:
@@ -911,6 +926,14 @@ func dmRun(t *testing.T, inst *dmInstallation, c dmCase) dmResult {
 	case refused:
 		r.verdict = "refused"
 	case intact && verified:
+		// The server must not have made it worse: inspect once more.
+		after, again, av := dmInspect(root, inst)
+		if !again || len(av) > 0 {
+			r.inspect += "; after the server: " + after
+			r.verdict = "VIOLATION"
+			r.violations = append(av, "inspect verified the archive before the server ran but says "+after+" after it stopped")
+			break
+		}
 		r.verdict = "intact"
 	case intact:
 		r.verdict = "VIOLATION"
@@ -968,9 +991,6 @@ func TestDamageMatrix(t *testing.T) {
 
 	table := dmTable(results)
 	t.Logf("damage matrix (%v):\n%s", time.Since(began).Round(time.Millisecond), table)
-	if path := os.Getenv("RIFFDB_DAMAGE_REPORT"); path != "" {
-		must(t, os.WriteFile(path, []byte(table), 0o644))
-	}
 	counts := map[string]int{}
 	var bad []string
 	for _, r := range results {
@@ -983,7 +1003,12 @@ func TestDamageMatrix(t *testing.T) {
 			bad = append(bad, fmt.Sprintf("%s %s %s: %s", r.store, r.file, r.damage, strings.Join(r.violations, "; ")))
 		}
 	}
-	t.Logf("verdicts: %v", counts)
+	summary := fmt.Sprintf("%d cases: %d intact, %d refused, %d n/a, %d VIOLATION.", len(results),
+		counts["intact"], counts["refused"], counts["n/a"], counts["VIOLATION"])
+	t.Log(summary)
+	if path := os.Getenv("RIFFDB_DAMAGE_REPORT"); path != "" {
+		must(t, os.WriteFile(path, []byte(table+"\n"+summary+"\n"), 0o644))
+	}
 	if len(bad) > 0 {
 		t.Errorf("%d damage cases violate fail-closed:\n%s", len(bad), strings.Join(bad, "\n"))
 	}
