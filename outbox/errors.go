@@ -22,6 +22,15 @@ var (
 	ErrBindingChanged     = errors.New("outbox: archive binding changed")
 	ErrIncompatibleFormat = errors.New("outbox: archive format incompatible")
 	ErrCorrupt            = errors.New("outbox: archive content corrupt")
+	// ErrArchiveLost: the archive holds fewer records than the primary's
+	// record of completed deliveries (or its own floor) proves it held:
+	// completed events are gone. Delivery stops; the error should carry the
+	// count (see MissingRecords).
+	ErrArchiveLost = errors.New("outbox: archive lost completed records")
+	// ErrHistoryBehind: the archive holds events of the primary's history
+	// incarnation beyond its last commit: the primary lost its tail or was
+	// copied back by hand. Delivery stops before reusing those identities.
+	ErrHistoryBehind = errors.New("outbox: primary history is behind the archive")
 	// ErrStartupValidation: the archive could not be opened and validated
 	// for a reason that is not one of the stop classes. Health degrades and
 	// validation is retried.
@@ -29,7 +38,17 @@ var (
 )
 
 var classes = []error{ErrUnavailable, ErrRefused, ErrCapacity, ErrConflict, ErrBindingChanged,
-	ErrIncompatibleFormat, ErrCorrupt, ErrStartupValidation}
+	ErrIncompatibleFormat, ErrCorrupt, ErrArchiveLost, ErrHistoryBehind, ErrStartupValidation}
+
+// MissingRecords returns how many records err says the archive lost at
+// least: the MissingRecords() of the first error in its chain that has one.
+func MissingRecords(err error) (int64, bool) {
+	var m interface{ MissingRecords() int64 }
+	if errors.As(err, &m) {
+		return m.MissingRecords(), true
+	}
+	return 0, false
+}
 
 func isClassified(err error) bool {
 	for _, c := range classes {

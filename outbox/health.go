@@ -29,6 +29,13 @@ const (
 	ReasonBindingChanged          = "binding_changed"
 	ReasonIncompatibleFormat      = "incompatible_format"
 	ReasonCorruptContent          = "corrupt_content"
+	// ReasonArchiveLostRecords: the archive lost events that were completed
+	// (Health.MissingRecords says how many at least).
+	ReasonArchiveLostRecords = "archive_lost_records"
+	// ReasonHistoryBehindArchive: the archive holds events beyond the
+	// primary's last commit; restore with `riffdb database restore`, never
+	// by copying files back.
+	ReasonHistoryBehindArchive = "history_behind_archive"
 )
 
 // Health is the outbox health of one database.
@@ -39,6 +46,9 @@ type Health struct {
 	// Conflicts counts identity conflicts since start: different bytes
 	// under an existing archive key. Each was dead-lettered.
 	Conflicts uint64 `json:"conflicts"`
+	// MissingRecords, with reason archive_lost_records, is how many
+	// completed events the archive lost at least.
+	MissingRecords int64 `json:"missing_records"`
 }
 
 // NoDestination is the health of a database without an outbox section:
@@ -80,4 +90,13 @@ func (s *healthState) conflict(now time.Time) {
 	s.h.Conflicts++
 	s.mu.Unlock()
 	s.set(StateDegraded, ReasonIdentityConflict, now)
+}
+
+// missing records how many records the archive lost at least.
+func (s *healthState) missing(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h.State != StateStopped {
+		s.h.MissingRecords = n
+	}
 }

@@ -109,8 +109,15 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 	if err != nil {
 		return nil, err
 	}
+	missingGauge, err := m.Int64ObservableGauge("riffdb.outbox.archive.missing_records", metric.WithUnit("{event}"),
+		metric.WithDescription("Completed events the archive lost at least (health reason archive_lost_records); 0 otherwise."))
+	if err != nil {
+		return nil, err
+	}
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		cur := health().State
+		h := health()
+		o.ObserveInt64(missingGauge, h.MissingRecords, in.dbSet)
+		cur := h.State
 		for _, s := range States {
 			v := int64(0)
 			if s == cur {
@@ -119,7 +126,7 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 			o.ObserveInt64(healthGauge, v, metric.WithAttributes(in.db, AttrState.String(s)))
 		}
 		return nil
-	}, healthGauge)
+	}, healthGauge, missingGauge)
 	if err != nil {
 		return nil, err
 	}

@@ -391,6 +391,9 @@ func (p *pass) fail(err error) {
 	p.halted = true
 	state, reason := classify(err)
 	p.res.Halted = reason
+	if n, ok := MissingRecords(err); ok {
+		p.w.health.missing(n)
+	}
 	p.w.health.set(state, reason, p.now())
 	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", reason), zap.Error(err))
 }
@@ -403,6 +406,10 @@ func classify(err error) (state, reason string) {
 		return StateStopped, ReasonIncompatibleFormat
 	case errors.Is(err, ErrCorrupt):
 		return StateStopped, ReasonCorruptContent
+	case errors.Is(err, ErrArchiveLost):
+		return StateStopped, ReasonArchiveLostRecords
+	case errors.Is(err, ErrHistoryBehind):
+		return StateStopped, ReasonHistoryBehindArchive
 	case errors.Is(err, ErrRefused):
 		return StatePaused, ReasonDestinationRefused
 	case errors.Is(err, ErrCapacity):
