@@ -30,6 +30,29 @@ import (
 // "refused" (the server refused to start with a code naming the damage, or
 // started and stopped delivery with a reason naming it, still serving
 // commands). Anything else is a VIOLATION and fails the test.
+//
+// The verdict of a row, strictly:
+//   - intact: the server started; its database_id and last_commit_sequence
+//     are those acknowledged; replaying idempotency keys from the beginning,
+//     middle and end returns their commit sequences with replayed:true;
+//     delivery is healthy with nothing pending; it stops cleanly on SIGTERM;
+//     and inspect verified every acknowledged event, before and after.
+//   - refused: `server run` exited non-zero before serving with a JSON
+//     envelope whose code is one of dmRefusalCodes (database_* for the
+//     primary, credentials_refused for the credentials), or the server
+//     started with the outbox stopped, or paused/degraded for one of
+//     dmStopReasons, while the first acknowledged command still replays.
+//   - VIOLATION: anything else, notably a new database_id or an empty
+//     history, a rolled-back history reported healthy, a lost command, a
+//     token no longer accepted, a server that serves and then dies, inspect
+//     "verified" with a record count other than the acknowledged events (a
+//     violation whatever the server does), a server reporting healthy while
+//     inspect does not verify, a panic or stack trace, or a filesystem path
+//     in an envelope message.
+//
+// A damage that cannot apply (a 0-byte file cannot be flipped; an older
+// copy that is byte-identical changes nothing) is reported n/a with why.
+// RIFFDB_DAMAGE_REPORT names a file that receives the table as markdown.
 
 const (
 	dmCommands    = 300 // committed in three parts, with clean restarts between
@@ -154,7 +177,7 @@ type dmStore struct {
 
 var dmWALName = regexp.MustCompile(`^\d+\.log$`)
 
-func pebbleKind(name string) string {
+func dmPebbleKind(name string) string {
 	switch {
 	case strings.HasSuffix(name, ".sst"):
 		return "table"
@@ -176,7 +199,7 @@ func pebbleKind(name string) string {
 	return "riffdb-own:" + name
 }
 
-func credentialKind(name string) string {
+func dmCredentialKind(name string) string {
 	switch name {
 	case "key":
 		return "key"
@@ -192,15 +215,15 @@ func credentialKind(name string) string {
 }
 
 var dmStores = []dmStore{
-	{name: "primary", dir: "db", kind: pebbleKind},
-	{name: "archive", dir: filepath.Join("outbox", "archive.pebble"), kind: pebbleKind},
+	{name: "primary", dir: "db", kind: dmPebbleKind},
+	{name: "archive", dir: filepath.Join("outbox", "archive.pebble"), kind: dmPebbleKind},
 	{name: "archive", dir: "outbox", kind: func(name string) string {
 		if name == "archive.pebble" {
 			return ""
 		}
 		return "outbox-own:" + name
 	}},
-	{name: "credentials", dir: "credentials", kind: credentialKind},
+	{name: "credentials", dir: "credentials", kind: dmCredentialKind},
 }
 
 // dmFileNumber orders Pebble's numbered files; other names sort by name.
