@@ -173,12 +173,13 @@ func (s *Server) stats() statsapi.Stats {
 		st.History.RetainedBytes, st.History.ReclaimableBytes = d.db.HistoryUsage()
 		h := s.outboxHealth(d)
 		st.Outbox.Health, st.Outbox.Reason = h.State, h.Reason
+		st.Outbox.CompletedDeliveries = d.db.Delivered().Completed
 		if d.dest != nil {
 			q := d.quota
 			st.Outbox.QuotaEncodedBytes = &q
 			if u, ok := d.dest.Usage(); ok {
-				enc, alloc := u.EncodedBytes, u.AllocatedBytes
-				st.Outbox.ArchiveEncodedBytes, st.Outbox.ArchiveAllocatedBytes = &enc, &alloc
+				recs, enc, alloc := u.Records, u.EncodedBytes, u.AllocatedBytes
+				st.Outbox.ArchiveRecordCount, st.Outbox.ArchiveEncodedBytes, st.Outbox.ArchiveAllocatedBytes = &recs, &enc, &alloc
 			}
 		}
 		out.Databases = append(out.Databases, st)
@@ -195,7 +196,8 @@ func (s *Server) health() statsapi.HealthReport {
 		}
 		h := s.outboxHealth(d)
 		rep.Databases = append(rep.Databases, statsapi.DatabaseHealth{Alias: d.alias, Index: idx.String(),
-			Outbox: statsapi.OutboxHealth{State: h.State, Reason: h.Reason, Since: h.Since.UTC().Truncate(time.Millisecond), Conflicts: h.Conflicts}})
+			Outbox: statsapi.OutboxHealth{State: h.State, Reason: h.Reason, Since: h.Since.UTC().Truncate(time.Millisecond),
+				Conflicts: h.Conflicts, MissingRecords: h.MissingRecords}})
 	}
 	return rep
 }

@@ -107,7 +107,7 @@ func (m *deliveryModel) open(srcFS, dstFS *vfs.MemFS) {
 	m.cp.onCrash = func() {
 		m.crashed = []*vfs.MemFS{m.srcFS.CrashClone(vfs.CrashCloneCfg{}), m.dstFS.CrashClone(vfs.CrashCloneCfg{})}
 	}
-	w, err := outbox.New(outbox.Options{Alias: "default", Source: db, Destination: m.cp, Clock: m.clock})
+	w, err := outbox.New(outbox.Options{Alias: "default", Source: m.dest.anchoredTo(db), Destination: m.cp, Clock: m.clock})
 	if err != nil {
 		m.t.Fatal(err)
 	}

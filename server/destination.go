@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
+	"github.com/riffdb/riffdb/primary"
 )
 
 // archiveDestination adapts an *archive.Store to outbox.Destination. It opens
@@ -24,6 +26,12 @@ import (
 type archiveDestination struct {
 	dir  string
 	opts archive.Options
+	// anchor is the primary whose delivery mark and history bound every
+	// open of the archive (archive/floor.go); nil in tests without one.
+	anchor anchorSource
+	// recordsSeen is the highest record count an open store reported
+	// durable (see records).
+	recordsSeen atomic.Int64
 
 	mu        sync.Mutex
 	store     *archive.Store
@@ -40,12 +48,80 @@ func newArchiveDestination(dir string, opts archive.Options) *archiveDestination
 	return &archiveDestination{dir: dir, opts: opts}
 }
 
+// anchoredTo makes every open of the archive check the primary's anchors
+// (see openOptions) and returns the worker's source, whose completions
+// record the archive's durable record count. Call it before the first open.
+func (d *archiveDestination) anchoredTo(db *primary.DB) anchoredSource {
+	d.anchor = db
+	return anchoredSource{DB: db, dest: d}
+}
+
+// anchorSource is what the archive's anchors need from the primary.
+// *primary.DB implements it.
+type anchorSource interface {
+	Incarnation() uint64
+	Delivered() primary.DeliveryMark
+	OpenedLastSequence() uint64
+	LastCommitSequence() uint64
+}
+
+// openOptions returns the archive options of the next open, with the
+// primary's anchors: its durable archive floor, and its history bound. The
+// first open of this process compares the archive with the history found
+// when the primary opened (before any new command could reuse a lost
+// sequence); a reopen after an outage with the history as it is now, which
+// bounds every event delivered since.
+func (d *archiveDestination) openOptions() archive.Options {
+	o := d.opts
+	if d.anchor == nil {
+		return o
+	}
+	o.Floor = int64(d.anchor.Delivered().ArchiveFloor)
+	o.Incarnation, o.CheckHistory = d.anchor.Incarnation(), true
+	o.LastCommit = d.anchor.OpenedLastSequence()
+	if d.opened {
+		o.LastCommit = d.anchor.LastCommitSequence()
+	}
+	return o
+}
+
+// records returns a durable lower bound of the archive's record count: the
+// open store's count, or the last one seen (records are never deleted, so
+// any count once durable stays a lower bound). It never waits.
+func (d *archiveDestination) records() uint64 { return uint64(d.recordsSeen.Load()) }
+
+// seen raises recordsSeen to the store's durable record count. Callers hold
+// d.mu.
+func (d *archiveDestination) seen(s *archive.Store) {
+	n := s.Usage().Records
+	for {
+		cur := d.recordsSeen.Load()
+		if n <= cur || d.recordsSeen.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// anchoredSource is the worker's source: the primary, whose completions
+// also record the archive's durable record count in the delivery mark.
+type anchoredSource struct {
+	*primary.DB
+	dest *archiveDestination
+}
+
+// CompleteDeferred implements outbox.Source. The count is read after every
+// member was accepted (a completion follows its acceptances), so it covers
+// them.
+func (s anchoredSource) CompleteDeferred(ctx context.Context, members []primary.Intent) error {
+	return s.DB.CompleteArchived(ctx, members, s.dest.records())
+}
+
 // get returns the open store, opening it if needed. Callers hold d.mu.
 func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
 	if d.store != nil {
 		return d.store, nil
 	}
-	s, err := archive.Open(ctx, d.dir, d.opts)
+	s, err := archive.Open(ctx, d.dir, d.openOptions())
 	if err != nil {
 		return nil, d.classify(err, true)
 	}
@@ -58,6 +134,7 @@ func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
 		d.storeInfo = fi
 	}
 	d.store, d.opened = s, true
+	d.seen(s)
 	return s, nil
 }
 
@@ -147,6 +224,7 @@ func (d *archiveDestination) Accept(ctx context.Context, key event.Key, record [
 			return 0, err
 		}
 	}
+	d.seen(s)
 	if o == archive.Duplicate {
 		return outbox.Duplicate, nil
 	}
@@ -210,6 +288,10 @@ func (d *archiveDestination) classify(err error, opening bool) error {
 		return fmt.Errorf("%w: %w", outbox.ErrRefused, err)
 	case archive.ClassStop:
 		switch {
+		case errors.Is(err, archive.ErrLostRecords):
+			return fmt.Errorf("%w: %w", outbox.ErrArchiveLost, err)
+		case errors.Is(err, archive.ErrHistoryBehind):
+			return fmt.Errorf("%w: %w", outbox.ErrHistoryBehind, err)
 		case errors.Is(err, archive.ErrBindingChanged):
 			return fmt.Errorf("%w: %w", outbox.ErrBindingChanged, err)
 		case errors.Is(err, archive.ErrIncompatibleFormat):

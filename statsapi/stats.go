@@ -51,6 +51,14 @@ type OutboxStats struct {
 	ArchiveEncodedBytes   *int64 `json:"archive_encoded_bytes"`
 	ArchiveAllocatedBytes *int64 `json:"archive_allocated_bytes"`
 	QuotaEncodedBytes     *int64 `json:"quota_encoded_bytes"`
+	// CompletedDeliveries is the cumulative count of completed deliveries
+	// of the current history incarnation, from the primary's durable
+	// delivery mark. ArchiveRecordCount is the archive's record count (all
+	// incarnations; null while the archive has never been opened). A
+	// healthy archive holds at least as many records as were completed:
+	// monitoring can compare the two.
+	CompletedDeliveries uint64 `json:"completed_deliveries"`
+	ArchiveRecordCount  *int64 `json:"archive_record_count"`
 }
 
 // HealthReport is the /v1/health response.
@@ -72,6 +80,9 @@ type OutboxHealth struct {
 	Reason    string    `json:"reason"`
 	Since     time.Time `json:"since"`
 	Conflicts uint64    `json:"conflicts"`
+	// MissingRecords is how many completed events the archive lost at
+	// least (reason archive_lost_records), 0 otherwise.
+	MissingRecords int64 `json:"missing_records"`
 }
 
 // Options configure the handler.
