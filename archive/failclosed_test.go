@@ -163,7 +163,7 @@ func TestPrimaryFloor(t *testing.T) {
 func TestHistoryBehindArchive(t *testing.T) {
 	ctx := context.Background()
 	dir, opts := filledArchive(t, 10)
-	opts.Incarnation, opts.LastCommit = 1, 10
+	opts.CheckHistory, opts.Incarnation, opts.LastCommit = true, 1, 10
 	s, err := archive.Open(ctx, dir, opts)
 	must(t, err)
 	must(t, s.Close())

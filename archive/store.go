@@ -74,10 +74,11 @@ type Options struct {
 	// with a *LostRecordsError, and refuses to create an archive at all
 	// while Floor > 0: events were completed into one that is now gone.
 	Floor int64
-	// Incarnation and LastCommit, when LastCommit > 0, are the primary's
+	// With CheckHistory, Incarnation and LastCommit are the primary's
 	// history incarnation and last commit sequence: Open refuses with
 	// ErrHistoryBehind an archive holding an event of that incarnation
 	// beyond LastCommit.
+	CheckHistory            bool
 	Incarnation, LastCommit uint64
 }
 
@@ -335,7 +336,7 @@ func (s *Store) checkAnchors(ctx context.Context, opts Options) error {
 	if err := checkFloor(s.acct, opts.Floor, anchorPrimary); err != nil {
 		return err
 	}
-	if opts.LastCommit > 0 {
+	if opts.CheckHistory {
 		if err := s.checkHistory(ctx, opts.Incarnation, opts.LastCommit); err != nil {
 			return err
 		}
