@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help run test deps lint unit race bench loadtest clean
+.PHONY: help run test deps lint unit race bench loadtest reliability clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -26,6 +26,23 @@ race: ## go test -race ./... (the end-to-end tests drive a binary built without 
 
 bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble)
 	./scripts/bench.sh
+
+# The reliability campaign: RELIABILITY_KILLS SIGKILLs of the real binary
+# (e2e TestReliability), crash points inside the worker and archive faults
+# (server TestReliability*), the outbox crash tests and the damage matrix
+# (e2e TestDamageMatrix). It rewrites docs/reliability.md; the ordinary suite
+# runs the same tests with 25 kills and writes nothing.
+RELIABILITY_KILLS ?= 200
+RELIABILITY_TESTS ?= TestReliability|TestDamageMatrix|TestCrashReplayIsAcceptedOnce|TestPassEndMakesCompletionsDurable|TestFlushBefore
+
+reliability: ## the reliability campaign (200 SIGKILLs, crash points, archive faults, damage matrix); rewrites docs/reliability.md
+	@mkdir -p bin/reliability
+	RIFFDB_RELIABILITY_KILLS=$(RELIABILITY_KILLS) \
+	RIFFDB_RELIABILITY_REPORT=$(CURDIR)/docs/reliability.md \
+	RIFFDB_RELIABILITY_COMMIT=$${RIFFDB_RELIABILITY_COMMIT:-$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)} \
+	RIFFDB_DAMAGE_REPORT=$(CURDIR)/bin/reliability/damage-matrix.md \
+	$(GO) test ./e2e ./server ./outbox -run '$(RELIABILITY_TESTS)' -count=1 -timeout 60m -v -p 1; \
+	status=$$?; ./scripts/reliability-report.sh docs/reliability.md bin/reliability/damage-matrix.md; exit $$status
 
 loadtest: ## traced load against a running dev server (start `make run` first)
 	$(GO) run ./cmd/riffdb loadtest --token-file riffdb-dev/dev-token --rate 500 --duration 10s
