@@ -30,56 +30,68 @@ import (
 // The lock is taken first and held across the whole decision, so a second
 // process can neither race the creation nor be wiped by it. The caller
 // closes the lock after the store.
-func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_ *pebble.DB, _ *pebble.Lock, fresh bool, err error) {
+func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_ *pebble.DB, _ *pebble.Lock, fresh bool, floor floorRecord, err error) {
 	lock, err := pebble.LockDirectory(dir, vfsys)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
-			return nil, nil, false, fmt.Errorf("primary: lock the database directory: %w", pathless.Error(err))
+			return nil, nil, false, floor, fmt.Errorf("primary: lock the database directory: %w", pathless.Error(err))
 		}
 		// The lock file exists and another holder has it (fcntl EAGAIN or
 		// EACCES, or Pebble's in-process lock table).
-		return nil, nil, false, fmt.Errorf("%w: %w", ErrBusy, pathless.Error(err))
+		return nil, nil, false, floor, fmt.Errorf("%w: %w", ErrBusy, pathless.Error(err))
 	}
 	defer func() {
 		if err != nil {
 			_ = lock.Close()
 		}
 	}()
-	if !createdMarked(vfsys, dir) {
+	floor, marked, err := readFloor(vfsys, dir)
+	if err != nil {
+		return nil, nil, false, floor, err
+	}
+	if !marked {
 		if fresh, err = existence.NeverCommitted(vfsys, dir); err != nil {
-			return nil, nil, false, fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
+			return nil, nil, false, floor, fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
 		}
 	}
 	if fresh {
 		names, err := vfsys.List(dir)
 		if err != nil {
-			return nil, nil, false, fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
+			return nil, nil, false, floor, fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
 		}
 		if len(names) > 1 { // more than the LOCK just taken
 			log.Warn("the database's first start was interrupted; creating it again")
 			if err := existence.Reset(vfsys, dir, lockFileName); err != nil {
-				return nil, nil, false, fmt.Errorf("primary: restart the interrupted creation: %w", pathless.Error(err))
+				return nil, nil, false, floor, fmt.Errorf("primary: restart the interrupted creation: %w", pathless.Error(err))
 			}
 		}
 	} else {
 		desc, err := pebble.Peek(dir, vfsys)
 		if err != nil {
-			return nil, nil, false, fmt.Errorf("%w: reading the storage engine's markers: %w", ErrIncompatible, pathless.Error(err))
+			return nil, nil, false, floor, fmt.Errorf("%w: reading the storage engine's markers: %w", ErrIncompatible, pathless.Error(err))
 		}
 		if !desc.Exists {
-			return nil, nil, false, fmt.Errorf("%w: the storage engine's manifest marker is missing from a database that was created before; "+
+			return nil, nil, false, floor, fmt.Errorf("%w: the storage engine's manifest marker is missing from a database that was created before; "+
 				"it is refused rather than created again (restore the missing file or the data directory from a backup)", ErrCorrupt)
 		}
+		if err := floor.checkManifest(vfsys, desc); err != nil {
+			return nil, nil, false, floor, err
+		}
+		// Pebble never appends to the manifest it loads: its first version
+		// edit after Open (the WAL replay's flush) rotates to a new manifest
+		// file (versionSet.logAndApply, vs.manifest == nil after load). So
+		// the recorded manifest stays comparable until an Open succeeds far
+		// enough to write one, which then has a higher number.
 	}
 	o := *po
 	o.Lock = lock
 	o.ErrorIfNotExists = !fresh
 	store, err := pebble.Open(dir, &o)
 	if err != nil {
-		return nil, nil, false, classifyOpen(err)
+		return nil, nil, false, floor, classifyOpen(err)
 	}
-	return store, lock, fresh, nil
+	return store, lock, fresh, floor, nil
 }
 
 // lockFileName is the name of Pebble's lock file in a store directory.

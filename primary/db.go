@@ -211,7 +211,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		},
 	}
 	po.WithFSDefaults()
-	store, lock, fresh, err := openStore(opts.FS, opts.Path, po, db.log)
+	store, lock, fresh, floor, err := openStore(opts.FS, opts.Path, po, db.log)
 	if err != nil {
 		return nil, err
 	}
@@ -228,11 +228,15 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		names = append(names, p.Name)
 	}
 	db.prepareDurationAttrs(names)
-	if !createdMarked(opts.FS, opts.Path) {
-		if err := markCreated(opts.FS, opts.Path); err != nil {
-			_ = db.closeStore()
-			return nil, fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err))
-		}
+	if err := db.checkFloor(floor); err != nil {
+		_ = db.closeStore()
+		return nil, err
+	}
+	// The marker now says "created" with the history found; the manifest it
+	// named is no longer the one to compare (Pebble's open moves on).
+	if err := writeFloor(opts.FS, opts.Path, floorRecord{ID: db.id, Last: db.last}); err != nil {
+		_ = db.closeStore()
+		return nil, fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err))
 	}
 	db.startCommitter()
 	if opts.IndexGate != nil {
@@ -376,7 +380,15 @@ func (db *DB) Close() error {
 	db.life.Unlock()
 	db.ops.Wait()
 	db.stopCommitter()
-	if err := db.closeStore(); err != nil {
+	err := db.store.Close()
+	if err == nil && !db.failed.Load() {
+		// After a failure the marker keeps its older, still true, floor.
+		err = db.writeCleanFloor()
+	}
+	if lerr := db.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
 		return fmt.Errorf("primary: close store: %w", err)
 	}
 	return nil
@@ -503,29 +515,3 @@ func (db *DB) LastCommitSequence() uint64 { return db.lastAtom.Load() }
 
 // Metrics returns the store's Pebble metrics.
 func (db *DB) Metrics() *pebble.Metrics { return db.store.Metrics() }
-
-// createdMarkerName is a file in the database directory, written and synced
-// once the first Open has made the identity durable. Its absence when the
-// store cannot be opened means that first Open never finished.
-const createdMarkerName = "riffdb-created"
-
-func createdMarked(fs vfs.FS, dir string) bool {
-	_, err := fs.Stat(fs.PathJoin(dir, createdMarkerName))
-	return err == nil
-}
-
-// markCreated writes the creation marker durably (file and directory entry).
-func markCreated(fs vfs.FS, dir string) error {
-	f, err := fs.Create(fs.PathJoin(dir, createdMarkerName), vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	if err := errors.Join(f.Sync(), f.Close()); err != nil {
-		return err
-	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}

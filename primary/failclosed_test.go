@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +223,124 @@ func TestDeliveryMarkCountsCompletions(t *testing.T) {
 	}
 	if db.OpenedLastSequence() != 5 {
 		t.Fatalf("opened last = %d", db.OpenedLastSequence())
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRolledBackHistoryIsRefused: damage that Pebble takes for a torn write
+// or an older state (the newest WAL truncated, zeroed, deleted or replaced
+// by an older copy; an older MANIFEST or manifest marker) leaves a store
+// consistent with itself but without acknowledged commits. The floor in the
+// creation marker, written at every clean Close, makes Open refuse it.
+func TestRolledBackHistoryIsRefused(t *testing.T) {
+	build := func(t *testing.T) (primary.Options, string) {
+		opts, _ := diskDB(t, 100)
+		older := t.TempDir()
+		entries, _ := os.ReadDir(opts.Path)
+		for _, e := range entries {
+			copyFile(t, filepath.Join(opts.Path, e.Name()), filepath.Join(older, e.Name()))
+		}
+		db, err := primary.Open(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			exec(t, db, "place_order", fmt.Sprintf(`{"order_id":"p-%d","amount_cents":1}`, i), fmt.Sprint("p", i))
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return opts, older
+	}
+	newest := func(t *testing.T, dir, pattern string) string {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		if len(m) == 0 {
+			t.Fatalf("no %s", pattern)
+		}
+		sort.Strings(m)
+		return m[len(m)-1]
+	}
+	for name, damage := range map[string]func(t *testing.T, dir, older string){
+		"wal deleted":   func(t *testing.T, dir, _ string) { must(t, os.Remove(newest(t, dir, "*.log"))) },
+		"wal emptied":   func(t *testing.T, dir, _ string) { must(t, os.Truncate(newest(t, dir, "*.log"), 0)) },
+		"wal truncated": func(t *testing.T, dir, _ string) { must(t, os.Truncate(newest(t, dir, "*.log"), 4096)) },
+		"wal zeroed": func(t *testing.T, dir, _ string) {
+			f := newest(t, dir, "*.log")
+			fi, err := os.Stat(f)
+			must(t, err)
+			must(t, os.WriteFile(f, make([]byte, fi.Size()), 0o600))
+		},
+		"wal older copy": func(t *testing.T, dir, older string) {
+			copyFile(t, newest(t, older, "*.log"), newest(t, dir, "*.log"))
+		},
+		"manifest older copy": func(t *testing.T, dir, older string) {
+			copyFile(t, newest(t, older, "MANIFEST-*"), newest(t, dir, "MANIFEST-*"))
+		},
+		"manifest marker older copy": func(t *testing.T, dir, older string) {
+			old := newest(t, older, "marker.manifest.*")
+			must(t, os.Remove(newest(t, dir, "marker.manifest.*")))
+			copyFile(t, old, filepath.Join(dir, filepath.Base(old)))
+		},
+		"marker damaged": func(t *testing.T, dir, _ string) {
+			f := filepath.Join(dir, "riffdb-created")
+			b, err := os.ReadFile(f)
+			must(t, err)
+			b[len(b)/2] ^= 1
+			must(t, os.WriteFile(f, b, 0o600))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts, older := build(t)
+			damage(t, opts.Path, older)
+			db, err := primary.Open(context.Background(), opts)
+			if err == nil {
+				last := db.LastCommitSequence()
+				db.Close()
+				t.Fatalf("Open succeeded with history at %d of 200", last)
+			}
+			if !errors.Is(err, primary.ErrCorrupt) {
+				t.Fatalf("Open = %v, want ErrCorrupt", err)
+			}
+			if strings.Contains(err.Error(), opts.Path) {
+				t.Errorf("the error names the path: %v", err)
+			}
+		})
+	}
+}
+
+// TestOlderMarkerIsStillTrue: an older copy of the creation marker, or none,
+// is not damage: the store opens with every commit.
+func TestOlderMarkerIsStillTrue(t *testing.T) {
+	opts, _ := diskDB(t, 10)
+	marker := filepath.Join(opts.Path, "riffdb-created")
+	old, err := os.ReadFile(marker)
+	must(t, err)
+	db, err := primary.Open(context.Background(), opts)
+	must(t, err)
+	exec(t, db, "place_order", `{"order_id":"x","amount_cents":1}`, "x")
+	must(t, db.Close())
+	must(t, os.WriteFile(marker, old, 0o600))
+	db, err = primary.Open(context.Background(), opts)
+	must(t, err)
+	if db.LastCommitSequence() != 11 {
+		t.Fatalf("last = %d", db.LastCommitSequence())
+	}
+	must(t, db.Close())
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
