@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -30,6 +35,146 @@ import (
 // archive's custody checks and the credential store need Linux system calls,
 // and the server refuses rather than run without them.
 var ErrUnsupportedPlatform = errors.New("server: riffdb requires Linux")
+
+// Classes of StartupError. A failure to start matches exactly one of them
+// with errors.Is, except a failure outside these classes (telemetry, an
+// invalid configuration, ErrUnsupportedPlatform), which matches none.
+var (
+	// ErrListen: the API (server.listen) or metrics (server.metrics_listen)
+	// address cannot be bound.
+	ErrListen = errors.New("server: cannot listen")
+	// ErrContract: a database's contract file is missing, unreadable or
+	// invalid.
+	ErrContract = errors.New("server: contract refused")
+	// ErrCredentials: the credential store cannot be opened (a wrong mode
+	// or owner, damage, an unreadable file).
+	ErrCredentials = errors.New("server: credential store refused")
+	// ErrDatabase: a database's primary store cannot be opened. The error
+	// also matches primary.ErrBusy when another process holds the store,
+	// primary.ErrCorrupt when it is damaged (Pebble's corruption included)
+	// and primary.ErrIncompatible when its format is not supported.
+	ErrDatabase = errors.New("server: primary store cannot be opened")
+)
+
+// StartupError is returned by New and Run when the server cannot start. Its
+// message names the option, the database alias and the role concerned and
+// never a filesystem path; errors.Is and errors.As see through it to its
+// class (ErrListen, ErrContract, ErrCredentials, ErrDatabase) and to the
+// underlying error, whose own text may name paths and is for logs only.
+type StartupError struct {
+	msg     string
+	classes []error
+	cause   error
+}
+
+func (e *StartupError) Error() string { return e.msg }
+
+// Unwrap returns the error's classes and its cause.
+func (e *StartupError) Unwrap() []error { return append(slices.Clip(e.classes), e.cause) }
+
+// newStartupError returns a failure to start caused by cause: what, then the
+// cause's text with every path removed.
+func newStartupError(cfg *config.Config, what string, cause error, classes ...error) *StartupError {
+	msg := scrub(cfg, cause)
+	if what != "" {
+		msg = what + ": " + msg
+	}
+	return &StartupError{msg: msg, classes: classes, cause: cause}
+}
+
+// primaryError classifies a failure of primary.Open for the database alias.
+func (s *Server) primaryError(alias string, err error) *StartupError {
+	what := fmt.Sprintf("database %q: ", alias)
+	switch {
+	case errors.Is(err, primary.ErrBusy) || lockHeld(err):
+		return &StartupError{
+			msg:     what + "the primary store is held by another process (is another riffdb server running on it?)",
+			classes: []error{ErrDatabase, primary.ErrBusy}, cause: err,
+		}
+	case errors.Is(err, primary.ErrCorrupt) || pebble.IsCorruptionError(err):
+		return newStartupError(s.cfg, what+"the primary store is corrupt", err, ErrDatabase, primary.ErrCorrupt)
+	case errors.Is(err, primary.ErrIncompatible):
+		return newStartupError(s.cfg, what+"the primary store is incompatible with this version", err, ErrDatabase)
+	default:
+		return newStartupError(s.cfg, what+"the primary store cannot be opened", err, ErrDatabase)
+	}
+}
+
+// lockHeld reports whether err is Pebble's failure to take a store's LOCK
+// file because another process holds it: fcntl(F_SETLK) fails with EAGAIN
+// (the same number as EWOULDBLOCK) on Linux, the only platform New accepts.
+// Nothing else primary.Open does can fail with EAGAIN.
+func lockHeld(err error) bool { return errors.Is(err, syscall.EAGAIN) }
+
+// scrub returns err's text without filesystem paths: withoutPaths removes the
+// paths of *fs.PathError and *os.LinkError anywhere in the tree of wrapped
+// and joined errors, and every path cfg configures that remains (a storage
+// engine may quote one in its own text) is replaced by the name of its role.
+// Joined errors are separated by "; ".
+func scrub(cfg *config.Config, err error) string {
+	msg := withoutPaths(err)
+	type role struct{ path, name string }
+	roles := []role{{cfg.Server.CredentialPath, "<server.credential_path>"}}
+	for _, d := range cfg.Databases {
+		roles = append(roles,
+			role{d.Path, fmt.Sprintf("<path of database %q>", d.Alias)},
+			role{d.Contract, fmt.Sprintf("<contract of database %q>", d.Alias)},
+			role{d.BackupRoot, fmt.Sprintf("<backup_root of database %q>", d.Alias)},
+			role{d.ProjectionRoot, fmt.Sprintf("<projection_root of database %q>", d.Alias)},
+			role{d.ReplicationPath, fmt.Sprintf("<replication_path of database %q>", d.Alias)})
+		if d.Outbox != nil {
+			roles = append(roles, role{d.Outbox.Directory, fmt.Sprintf("<outbox directory of database %q>", d.Alias)})
+		}
+	}
+	// Longest first, so that a path inside another is replaced whole.
+	slices.SortFunc(roles, func(a, b role) int { return len(b.path) - len(a.path) })
+	for _, r := range roles {
+		if r.path != "" {
+			msg = strings.ReplaceAll(msg, r.path, r.name)
+		}
+	}
+	return strings.ReplaceAll(msg, "\n", "; ")
+}
+
+// withoutPaths returns err's text with the path of every *fs.PathError and
+// *os.LinkError in its tree left out (their operation and reason are kept).
+// A wrapping error — fmt.Errorf's %w, errors.Join, *os.SyscallError,
+// *net.OpError — keeps its own words, with the text of each cause replaced
+// by the cause's pathless text. errors.Unwrap alone would not do: it yields
+// nil for a joined error and keeps paths deeper in the chain.
+func withoutPaths(err error) string {
+	switch e := err.(type) {
+	case nil:
+		return ""
+	case *fs.PathError:
+		return e.Op + ": " + withoutPaths(e.Err)
+	case *os.LinkError:
+		return e.Op + ": " + withoutPaths(e.Err)
+	}
+	var causes []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		causes = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		causes = u.Unwrap()
+	}
+	msg := err.Error()
+	from := 0 // causes appear in order (errors.Join, several %w)
+	for _, c := range causes {
+		if c == nil {
+			continue
+		}
+		text := c.Error()
+		i := strings.Index(msg[from:], text)
+		if text == "" || i < 0 {
+			continue
+		}
+		clean := withoutPaths(c)
+		msg = msg[:from+i] + clean + msg[from+i+len(text):]
+		from += i + len(clean)
+	}
+	return msg
+}
 
 // Version is reported in telemetry resources and logs.
 var Version = "0.1.0-dev"
@@ -81,17 +226,20 @@ type database struct {
 }
 
 // New opens every store and prepares the listeners. Nothing is served until
-// Start. On error everything opened so far is closed again.
-func New(ctx context.Context, opts Options) (s *Server, err error) {
+// Start. A failure to start is a *StartupError (see ErrListen and the other
+// classes); by then everything New opened has been closed again, in reverse
+// order, so that a retry — in this process or another — finds every store
+// and address free.
+func New(ctx context.Context, opts Options) (*Server, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		return nil, errors.New("server: no configuration")
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, newStartupError(cfg, "", err)
 	}
 	if runtime.GOOS != "linux" {
-		return nil, ErrUnsupportedPlatform
+		return nil, newStartupError(cfg, "", ErrUnsupportedPlatform)
 	}
 	setPrivateUmask()
 	host, _ := os.Hostname()
@@ -101,56 +249,93 @@ func New(ctx context.Context, opts Options) (s *Server, err error) {
 		LogLevel: cfg.Telemetry.LogLevel, LogOutput: opts.LogOutput,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("server: telemetry: %w", err)
+		return nil, newStartupError(cfg, "telemetry cannot be set up", err)
 	}
-	s = &Server{cfg: cfg, indexGate: opts.indexGate, tel: tel, log: tel.Logger, fatal: make(chan error, 1), started: time.Now()}
-	defer func() {
-		if err != nil {
-			_ = s.closeStores()
-			_ = tel.Shutdown(context.WithoutCancel(ctx))
+	s := &Server{cfg: cfg, indexGate: opts.indexGate, tel: tel, log: tel.Logger, fatal: make(chan error, 1), started: time.Now()}
+	if err := s.open(ctx); err != nil {
+		// The log may name paths; the returned error does not.
+		s.log.Error("riffdb cannot start", zap.String("reason", err.Error()), zap.Error(err.cause))
+		if cerr := s.abandon(ctx); cerr != nil {
+			s.log.Warn("closing after the failed start", zap.Error(cerr))
 		}
-	}()
-	if s.creds, err = capability.Open(cfg.Server.CredentialPath); err != nil {
-		return nil, fmt.Errorf("server: credential store: %w", err)
+		_ = tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
 	}
+	return s, nil
+}
+
+// open opens the credential store and every database, registers the gauges
+// and binds the listeners, recording each in s as soon as it is open so that
+// abandon can close exactly what was opened.
+func (s *Server) open(ctx context.Context) *StartupError {
+	cfg := s.cfg
+	creds, err := capability.Open(cfg.Server.CredentialPath)
+	if err != nil {
+		return newStartupError(cfg, "server.credential_path: the credential store cannot be opened", err, ErrCredentials)
+	}
+	s.creds = creds
 	for _, dc := range cfg.Databases {
 		d, err := s.openDatabase(ctx, dc)
 		if err != nil {
-			return nil, fmt.Errorf("server: database %q: %w", dc.Alias, err)
+			return err
 		}
 		s.dbs = append(s.dbs, d)
 	}
 	if err := s.registerGauges(); err != nil {
-		return nil, err
+		return newStartupError(cfg, "metrics cannot be registered", err)
 	}
 	if s.apiLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
-		return nil, fmt.Errorf("server: listen (server.listen): %w", err)
+		return newStartupError(cfg, "server.listen: cannot listen", err, ErrListen)
 	}
 	if s.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
-		_ = s.apiLn.Close()
-		return nil, fmt.Errorf("server: listen (server.metrics_listen): %w", err)
+		return newStartupError(cfg, "server.metrics_listen: cannot listen", err, ErrListen)
 	}
 	s.api = &http.Server{
 		Handler: otelhttp.NewHandler(s.apiHandler(), "riffdb.http",
-			otelhttp.WithTracerProvider(tel.TracerProvider), otelhttp.WithMeterProvider(tel.MeterProvider),
+			otelhttp.WithTracerProvider(s.tel.TracerProvider), otelhttp.WithMeterProvider(s.tel.MeterProvider),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + routeOf(r) })),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 	}
 	mmux := http.NewServeMux()
-	mmux.Handle("GET /metrics", tel.MetricsHandler)
+	mmux.Handle("GET /metrics", s.tel.MetricsHandler)
 	s.metrics = &http.Server{Handler: mmux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
-	return s, nil
+	return nil
 }
 
-func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*database, error) {
+// abandon closes, in reverse order, whatever open recorded in s before it
+// failed: listeners, the gauge registration, every database (its worker's
+// instruments, archive and primary store). The credential store holds
+// nothing open between operations. Telemetry is left to the caller.
+func (s *Server) abandon(context.Context) error {
+	var errs []error
+	for _, ln := range []net.Listener{s.metricsLn, s.apiLn} {
+		if ln != nil {
+			errs = append(errs, ln.Close())
+		}
+	}
+	if s.meterReg != nil {
+		errs = append(errs, s.meterReg.Unregister())
+		s.meterReg = nil
+	}
+	for _, d := range s.dbs {
+		if d.worker != nil {
+			errs = append(errs, d.worker.Close())
+		}
+	}
+	errs = append(errs, s.closeStores())
+	s.creds = nil
+	return errors.Join(errs...)
+}
+
+func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*database, *StartupError) {
 	data, err := os.ReadFile(dc.Contract)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the contract file: %w", errors.Unwrap(err))
+		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the contract file cannot be read", dc.Alias), err, ErrContract)
 	}
 	c, err := contract.Compile(data)
 	if err != nil {
-		return nil, err
+		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the contract is invalid", dc.Alias), err, ErrContract)
 	}
 	log := s.log.With(zap.String("database", dc.Alias))
 	db, err := primary.Open(ctx, primary.Options{
@@ -158,21 +343,35 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.primaryError(dc.Alias, err)
 	}
 	d := &database{alias: dc.Alias, cfg: dc, db: db}
-	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "primary", dc.Alias, db.Metrics); err == nil {
+	if err := s.attach(d, log); err != nil {
+		if cerr := d.close(); cerr != nil {
+			log.Warn("closing the database after the failed start", zap.Error(cerr))
+		}
+		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the outbox cannot be prepared", dc.Alias), err)
+	}
+	return d, nil
+}
+
+// attach adds the open primary store's metrics and, with an outbox section,
+// its archive destination and worker to d. On error d still records what was
+// attached, for d.close.
+func (s *Server) attach(d *database, log *zap.Logger) error {
+	dc := d.cfg
+	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "primary", dc.Alias, d.db.Metrics); err == nil {
 		d.unobserve = un
 	} else {
 		log.Warn("pebble metrics unavailable", zap.Error(err))
 	}
 	if dc.Outbox == nil {
 		log.Warn("no outbox destination configured: intents stay pending and outbox health is degraded")
-		return d, nil
+		return nil
 	}
 	d.quota = dc.Outbox.QuotaEncodedBytes
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
-		Alias: dc.Alias, Database: db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
+		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})
 	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.dest.Metrics); err == nil {
@@ -180,15 +379,15 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 	} else {
 		log.Warn("archive pebble metrics unavailable", zap.Error(err))
 	}
-	d.worker, err = outbox.New(outbox.Options{
-		Alias: dc.Alias, Source: db, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
+	w, err := outbox.New(outbox.Options{
+		Alias: dc.Alias, Source: d.db, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})
 	if err != nil {
-		_ = db.Close()
-		return nil, err
+		return err
 	}
-	return d, nil
+	d.worker = w
+	return nil
 }
 
 // registerGauges exports the pending count from the undelivered index, read
@@ -264,6 +463,13 @@ func (s *Server) Stop(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		errs = append(errs, s.api.Shutdown(ctx), s.metrics.Shutdown(ctx))
+		// Shutdown closes only the listeners being served; Start may have
+		// failed before serving them.
+		for _, ln := range []net.Listener{s.apiLn, s.metricsLn} {
+			if err := ln.Close(); !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
 		if s.stopBackground != nil {
 			s.stopBackground()
 			s.background.Wait()
@@ -287,19 +493,26 @@ func (s *Server) Stop(ctx context.Context) error {
 func (s *Server) closeStores() error {
 	var errs []error
 	for _, d := range s.dbs {
-		if d.dest != nil {
-			errs = append(errs, d.dest.Close())
-		}
-		if d.unobserve != nil {
-			errs = append(errs, d.unobserve())
-		}
-		if d.unobserveArchive != nil {
-			errs = append(errs, d.unobserveArchive())
-		}
-		errs = append(errs, d.db.Close())
+		errs = append(errs, d.close())
 	}
 	s.dbs = nil
 	return errors.Join(errs...)
+}
+
+// close closes the database's archive, its metric observers and its primary
+// store (releasing the store's lock). The worker must be stopped first.
+func (d *database) close() error {
+	var errs []error
+	if d.dest != nil {
+		errs = append(errs, d.dest.Close())
+	}
+	if d.unobserve != nil {
+		errs = append(errs, d.unobserve())
+	}
+	if d.unobserveArchive != nil {
+		errs = append(errs, d.unobserveArchive())
+	}
+	return errors.Join(append(errs, d.db.Close())...)
 }
 
 // Run starts a server and blocks until ctx is done or the server fails, then
@@ -311,7 +524,7 @@ func Run(ctx context.Context, opts Options, ready func(*Server)) error {
 	}
 	if err := s.Start(ctx); err != nil {
 		_ = s.Stop(ctx)
-		return err
+		return newStartupError(opts.Config, "the server cannot start", err)
 	}
 	if ready != nil {
 		ready(s)
