@@ -52,10 +52,51 @@
 //     before the next claim until permissions are repaired.
 //   - ClassCapacity (ErrCapacity; ENOSPC): quota or disk space; pause
 //     without spending attempts.
-//   - ClassStop (ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt): stop
-//     delivery until an operator investigates.
+//   - ClassStop (ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt,
+//     ErrLostRecords, ErrHistoryBehind): stop delivery until an operator
+//     investigates.
 //   - ClassConflict (ErrConflict, ErrInvalidRecord): a permanent failure of
 //     one event.
+//
+// # Failing closed: existence and anchors
+//
+// Whether a store exists is riffdb's decision, not Pebble's (Pebble takes a
+// directory without marker.manifest.* for a new store and deletes the old
+// tables and logs as obsolete). The floor file (FloorFileName) that Open
+// writes next to Pebble's files marks a store riffdb created. A store
+// directory without it is created (again) only when it provably never held
+// a committed write (no table, no non-zero WAL byte: internal/existence);
+// any other store is opened with ErrorIfNotExists, and refused with
+// ErrCorrupt before Pebble touches it when Pebble's markers are missing.
+// Inspect reports such a store as corrupt, never as not found.
+//
+// A store cannot notice its own rollback: Pebble trusts the tail of its
+// newest WAL to be a torn write, so a truncated, zeroed, deleted or older
+// log silently drops its last records, and the accounting rolls back with
+// them. Two lower bounds kept outside the rolled-back data catch that (the
+// full argument is in floor.go):
+//
+//   - the floor file, rewritten at every clean Close with the accounting:
+//     records are never deleted, so every floor ever written stays a lower
+//     bound; Open refuses an archive below it (*LostRecordsError), Inspect
+//     reports "mismatch" with missing_records;
+//   - the primary's delivery mark (Options.Floor): the archive's record
+//     count as it was durable when the primary completed its latest
+//     deliveries, written in the same primary batch as those completions.
+//     A completed intent proves the archive held the event; every accepted
+//     record raised the count by one when it was committed, so losing any
+//     suffix of archive transactions that holds a completed event brings
+//     the count below the count recorded with that completion. It also
+//     covers crashes (the floor file is only as new as the last clean
+//     Close), an emptied archive directory (Open refuses to create one
+//     while the floor is positive), and an archive replaced by an older
+//     copy as a whole.
+//
+// The other direction: an archive holding an event of the primary's
+// incarnation beyond the primary's last commit (Options.CheckHistory)
+// means the primary lost its tail or was copied back by hand; delivery
+// would reuse those identities with other bytes, so Open refuses with
+// ErrHistoryBehind (one reverse seek in key order).
 //
 // # Never taking the process down
 //
