@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/server"
 )
 
@@ -61,6 +62,10 @@ directory, and a development token printed with a ready-to-paste curl command.`,
 					printDevBanner(cmd.ErrOrStderr(), s, devDir, token)
 				}
 			})
+			var startup *server.StartupError
+			if errors.As(err, &startup) {
+				return Local(startupCode(err), "%s", startup.Error())
+			}
 			if err != nil {
 				return Public("server_failed", "%v", err)
 			}
@@ -78,6 +83,33 @@ directory, and a development token printed with a ready-to-paste curl command.`,
 	cmd.Flags().StringVar(&o.LogLevel, "log-level", "", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces")
 	return cmd
+}
+
+// startupCode is the envelope code of a server that could not start
+// (always kind local, exit 2).
+func startupCode(err error) string {
+	switch {
+	case errors.Is(err, server.ErrListen):
+		return "listen_unavailable"
+	case errors.Is(err, server.ErrContract):
+		return "contract_invalid"
+	case errors.Is(err, server.ErrCredentials):
+		return "credentials_refused"
+	case errors.Is(err, server.ErrDatabase) && errors.Is(err, primary.ErrBusy):
+		return "database_busy"
+	case errors.Is(err, server.ErrDatabase) && errors.Is(err, primary.ErrCorrupt):
+		return "database_corrupt"
+	case errors.Is(err, server.ErrDatabase) && errors.Is(err, primary.ErrIncompatible):
+		return "database_incompatible"
+	case errors.Is(err, server.ErrDatabase):
+		return "database_unavailable"
+	case errors.Is(err, config.ErrInvalid):
+		return "invalid_config"
+	case errors.Is(err, server.ErrUnsupportedPlatform):
+		return "unsupported_platform"
+	default:
+		return "startup_failed"
+	}
 }
 
 func printDevBanner(w io.Writer, s *server.Server, devDir, token string) {
