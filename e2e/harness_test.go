@@ -329,8 +329,10 @@ type stats struct {
 		PublicationFrontier     uint64  `json:"publication_frontier"`
 		PendingOutboxDeliveries *uint64 `json:"pending_outbox_deliveries"`
 		Outbox                  struct {
-			Health string `json:"health"`
-			Reason string `json:"reason"`
+			Health              string `json:"health"`
+			Reason              string `json:"reason"`
+			CompletedDeliveries uint64 `json:"completed_deliveries"`
+			ArchiveRecordCount  *int64 `json:"archive_record_count"`
 		} `json:"outbox"`
 	} `json:"databases"`
 }

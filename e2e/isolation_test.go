@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -49,6 +50,30 @@ func (p *proc) outboxState(token string) (string, string, uint64) {
 	return s.Outbox.Health, s.Outbox.Reason, pending
 }
 
+// outboxHealth is the first database's outbox entry of /v1/health.
+type outboxHealth struct {
+	State          string `json:"state"`
+	Reason         string `json:"reason"`
+	MissingRecords int64  `json:"missing_records"`
+}
+
+func (p *proc) health(token string) outboxHealth {
+	p.t.Helper()
+	code, b, err := p.do(context.Background(), http.MethodGet, "/v1/health", token, nil)
+	if err != nil || code != http.StatusOK {
+		p.t.Fatalf("health: %d %v %s", code, err, b)
+	}
+	var h struct {
+		Databases []struct {
+			Outbox outboxHealth `json:"outbox"`
+		} `json:"databases"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil || len(h.Databases) == 0 {
+		p.t.Fatalf("health: %v %s", err, b)
+	}
+	return h.Databases[0].Outbox
+}
+
 func (p *proc) waitHealth(t *testing.T, token, state, reason string) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "outbox health "+state+"/"+reason, func() bool {
@@ -85,7 +110,7 @@ func TestPrimaryIsolation(t *testing.T) {
 	e.outbox = filepath.Join(mnt, "outbox")
 	must(t, os.Mkdir(e.outbox, 0o700))
 	e.appendConfig(fmt.Sprintf("\n[maintenance.outbox]\nkind = \"durable_local\"\ndirectory = %q\nquota_encoded_bytes = 1073741824\n", e.outbox))
-	token := e.token([]string{"execute_commands", "read_statistics"}, "")
+	token := e.token([]string{"execute_commands", "read_statistics", "read_health"}, "")
 	p := e.start()
 	next := 0
 	run := func() float64 { r := burst(t, p, token, next, n); next += n; return r }
@@ -112,12 +137,15 @@ func TestPrimaryIsolation(t *testing.T) {
 		p.waitDrained(t, token)
 	})
 	t.Run("removed", func(t *testing.T) {
-		removeLiveDir(t, e.outbox)
+		// The archive disappears (an operator moves it away); repairing
+		// availability in place means putting the same archive back.
+		away := filepath.Join(mnt, "outbox.away")
+		must(t, os.Rename(e.outbox, away))
 		burst(t, p, token, next, 16)
 		next += 16
 		p.waitHealth(t, token, "degraded", "destination_unavailable")
 		report("removed", run())
-		must(t, os.Mkdir(e.outbox, 0o700)) // the operator recreates the directory
+		must(t, os.Rename(away, e.outbox))
 		p.waitDrained(t, token)
 	})
 	t.Run("filesystem full", func(t *testing.T) {
@@ -140,5 +168,30 @@ func TestPrimaryIsolation(t *testing.T) {
 	if s.LastCommitSequence != uint64(next) || *s.PendingOutboxDeliveries != 0 {
 		t.Fatalf("last %d, want %d; pending %d", s.LastCommitSequence, next, *s.PendingOutboxDeliveries)
 	}
+	// Replacing the archive by an empty directory is no repair: the events
+	// completed into the old archive would be gone without a trace. Delivery
+	// stops, says how many completed events are missing, and creates
+	// nothing; commands are still acknowledged.
+	t.Run("replaced by an empty directory", func(t *testing.T) {
+		delivered := s.Outbox.CompletedDeliveries
+		if delivered == 0 || s.Outbox.ArchiveRecordCount == nil || uint64(*s.Outbox.ArchiveRecordCount) < delivered {
+			t.Fatalf("completed %d, archive records %v", delivered, s.Outbox.ArchiveRecordCount)
+		}
+		removeLiveDir(t, e.outbox)
+		must(t, os.Mkdir(e.outbox, 0o700))
+		burst(t, p, token, next, 16)
+		next += 16
+		p.waitHealth(t, token, "stopped", "archive_lost_records")
+		h := p.health(token)
+		if h.MissingRecords < int64(delivered) {
+			t.Fatalf("missing_records %d, want at least %d", h.MissingRecords, delivered)
+		}
+		if names, _ := os.ReadDir(e.outbox); len(names) != 0 {
+			t.Fatalf("an archive was created in the empty directory")
+		}
+		if st := p.stats(token).Databases[0]; st.LastCommitSequence != uint64(next) {
+			t.Fatalf("commands were not acknowledged: last %d, want %d", st.LastCommitSequence, next)
+		}
+	})
 	p.stop()
 }
