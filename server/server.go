@@ -374,13 +374,14 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})
+	source := d.dest.anchoredTo(d.db)
 	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.dest.Metrics); err == nil {
 		d.unobserveArchive = un
 	} else {
 		log.Warn("archive pebble metrics unavailable", zap.Error(err))
 	}
 	w, err := outbox.New(outbox.Options{
-		Alias: dc.Alias, Source: d.db, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
+		Alias: dc.Alias, Source: source, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})
 	if err != nil {
