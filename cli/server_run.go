@@ -66,6 +66,12 @@ directory, and a development token printed with a ready-to-paste curl command.`,
 			if errors.As(err, &startup) {
 				return Local(startupCode(err), "%s", startup.Error())
 			}
+			if errors.Is(err, primary.ErrCorrupt) {
+				// The storage engine found damage only when it read it
+				// (block checksums are verified on read): the store failed
+				// and the server stopped. Same class as at startup.
+				return Local("database_corrupt", "%v", err)
+			}
 			if err != nil {
 				return Public("server_failed", "%v", err)
 			}

@@ -203,7 +203,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		Logger:             pebbleLogger{db: db},
 		EventListener: &pebble.EventListener{
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
-				db.fail(fmt.Errorf("data corruption detected: %w", info.Details))
+				db.fail(fmt.Errorf("%w: data corruption detected: %w", ErrCorrupt, pathless.Error(info.Details)))
 			},
 			BackgroundError: func(err error) {
 				db.log.Warn("primary store background error", zap.Error(err))
