@@ -286,6 +286,7 @@ type relCampaign struct {
 	readyTimes      []time.Duration // of every start that waited for the ready line
 	startupWindow   time.Duration   // the longest delay of a startup kill
 	startupBefore   int             // startup kills that landed before the ready line
+	validating      int             // validation kills that landed while health was still "starting"
 	deliveryBacklog int             // delivery kills with deliveries observed pending
 	restarts        int
 	verifications   int
@@ -366,7 +367,14 @@ func TestReliability(t *testing.T) {
 		case "validation":
 			p := cam.start(e)
 			l.setProc(p)
-			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+			if rng.IntN(2) == 0 { // else right at the ready line
+				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+			}
+			// Health is "starting" until the worker's first pass has
+			// opened and validated the archive.
+			if p.stats(token).Databases[0].Outbox.Reason == "starting" {
+				cam.validating++
+			}
 			p.kill()
 		case "commit":
 			p := cam.start(e)
@@ -639,6 +647,8 @@ func (cam *relCampaign) report(t *testing.T, seed uint64, kills, commands, ships
 		case "startup":
 			extra = fmt.Sprintf(" (%d before the ready line; delays up to %v, median start %v)",
 				cam.startupBefore, cam.startupWindow.Round(time.Millisecond), cam.readyTime().Round(time.Millisecond))
+		case "validation":
+			extra = fmt.Sprintf(" (%d while outbox health was still \"starting\": archive open and startup validation not finished)", cam.validating)
 		case "delivery":
 			extra = fmt.Sprintf(" (%d with deliveries seen pending, up to %d)", cam.deliveryBacklog, cam.maxPending)
 		}

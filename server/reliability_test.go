@@ -570,9 +570,12 @@ func TestReliabilityArchiveFaults(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %s |\n", k.errno, k.op, r.episodes, r.injected, strings.Join(hs, ", "), r.recovery, stuck)
 	}
-	restarts := 0
-	for _, r := range rows {
+	restarts, failed := 0, 0
+	for k, r := range rows {
 		restarts += r.restarts
+		if k.errno != "ENOSPC" {
+			failed += r.restarts
+		}
 	}
 	resumed := "delivery resumed in place (without a restart) after every episode"
 	if restarts > 0 {
@@ -585,7 +588,7 @@ func TestReliabilityArchiveFaults(t *testing.T) {
 	t.Logf("%d fault episodes, %d events: lost %d, conflicts %d (%v)", total, events, lost, conflicts, dur)
 	if err := reliability.Update(reliability.Section{Name: "archive-faults", Title: "Archive faults (server TestReliabilityArchiveFaults)",
 		Body: b.String(), Totals: reliability.Totals{Faults: int64(total), Acknowledged: int64(events), Lost: int64(lost),
-			Conflicts: int64(conflicts), DurationSec: int64(dur.Seconds()), Seed: seed}}); err != nil {
+			Conflicts: int64(conflicts), Failed: int64(failed), DurationSec: int64(dur.Seconds()), Seed: seed}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -45,6 +45,7 @@ type Totals struct {
 	Acknowledged int64  `json:"acknowledged"` // events acknowledged to a client (or committed in process)
 	Lost         int64  `json:"lost"`         // acknowledged events missing or changed afterwards
 	Conflicts    int64  `json:"conflicts"`    // archive keys seen with two values
+	Failed       int64  `json:"failed"`       // other checks that failed (the section says which)
 	DurationSec  int64  `json:"duration_sec"` // wall time of the section's test
 	Seed         uint64 `json:"seed,omitempty"`
 }
@@ -149,6 +150,7 @@ func summary(doc string) string {
 		sum.Acknowledged += t.Acknowledged
 		sum.Lost += t.Lost
 		sum.Conflicts += t.Conflicts
+		sum.Failed += t.Failed
 		sum.DurationSec += t.DurationSec
 	}
 	sort.Strings(names)
@@ -162,6 +164,7 @@ func summary(doc string) string {
 	fmt.Fprintf(&b, "| events acknowledged | %d |\n", sum.Acknowledged)
 	fmt.Fprintf(&b, "| events lost or changed (must be 0) | %d |\n", sum.Lost)
 	fmt.Fprintf(&b, "| archive keys with two values (must be 0) | %d |\n", sum.Conflicts)
+	fmt.Fprintf(&b, "| other failed checks (must be 0; the sections say which) | %d |\n", sum.Failed)
 	fmt.Fprintf(&b, "| wall time of the sections | %s |\n", time.Duration(sum.DurationSec)*time.Second)
 	return b.String()
 }
