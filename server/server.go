@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -86,7 +85,7 @@ func newStartupError(cfg *config.Config, what string, cause error, classes ...er
 func (s *Server) primaryError(alias string, err error) *StartupError {
 	what := fmt.Sprintf("database %q: ", alias)
 	switch {
-	case errors.Is(err, primary.ErrBusy) || lockHeld(err):
+	case errors.Is(err, primary.ErrBusy): // primary.Open could not take the store's lock
 		return &StartupError{
 			msg:     what + "the primary store is held by another process (is another riffdb server running on it?)",
 			classes: []error{ErrDatabase, primary.ErrBusy}, cause: err,
@@ -99,12 +98,6 @@ func (s *Server) primaryError(alias string, err error) *StartupError {
 		return newStartupError(s.cfg, what+"the primary store cannot be opened", err, ErrDatabase)
 	}
 }
-
-// lockHeld reports whether err is Pebble's failure to take a store's LOCK
-// file because another process holds it: fcntl(F_SETLK) fails with EAGAIN
-// (the same number as EWOULDBLOCK) on Linux, the only platform New accepts.
-// Nothing else primary.Open does can fail with EAGAIN.
-func lockHeld(err error) bool { return errors.Is(err, syscall.EAGAIN) }
 
 // scrub returns err's text without filesystem paths: withoutPaths removes the
 // paths of *fs.PathError and *os.LinkError anywhere in the tree of wrapped
