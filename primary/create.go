@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -89,7 +90,7 @@ func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_
 	o.ErrorIfNotExists = !fresh
 	store, err := pebble.Open(dir, &o)
 	if err != nil {
-		return nil, nil, false, floor, classifyOpen(err)
+		return nil, nil, false, floor, classifyOpen(err, dir)
 	}
 	return store, lock, fresh, floor, nil
 }
@@ -97,15 +98,32 @@ func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_
 // lockFileName is the name of Pebble's lock file in a store directory.
 const lockFileName = "LOCK"
 
-// classifyOpen maps a failed pebble.Open of an existing store to the
-// primary's sentinels, without paths.
-func classifyOpen(err error) error {
+// classifyOpen maps a failed pebble.Open of dir to the primary's sentinels.
+// Pebble writes paths into its messages; they are cut out (the directory
+// becomes "<database>"), while errors.Is still sees Pebble's own error.
+func classifyOpen(err error, dir string) error {
+	msg := strings.ReplaceAll(pathless.Error(err).Error(), dir, "<database>")
 	switch {
 	case errors.Is(err, pebble.ErrDBDoesNotExist):
 		return fmt.Errorf("%w: the storage engine found no store in a database that was created before", ErrCorrupt)
-	case errors.Is(err, pebble.ErrCorruption), errors.Is(err, fs.ErrNotExist):
-		// A missing table or log that the manifest names is damage too.
-		return fmt.Errorf("%w: the storage engine refused the store: %w", ErrCorrupt, pathless.Error(err))
+	case errors.Is(err, pebble.ErrDBNotPristine):
+		return fmt.Errorf("%w: the storage engine's format marker is missing from a database that was created before", ErrCorrupt)
+	case errors.Is(err, pebble.ErrCorruption), errors.Is(err, fs.ErrNotExist),
+		// Pebble's consistency check at open has no sentinel of its own:
+		// a table whose size differs from the manifest's is damage.
+		strings.Contains(msg, "object size mismatch"):
+		return scrubbed{fmt.Errorf("%w: the storage engine refused the store", ErrCorrupt), msg, err}
 	}
-	return fmt.Errorf("primary: open store: %w", pathless.Error(err))
+	return scrubbed{errors.New("primary: open store"), msg, err}
 }
+
+// scrubbed is an error whose message is head's followed by msg (a cause's
+// text without paths), and that matches both head's and the cause's chains.
+type scrubbed struct {
+	head  error
+	msg   string
+	cause error
+}
+
+func (e scrubbed) Error() string   { return e.head.Error() + ": " + e.msg }
+func (e scrubbed) Unwrap() []error { return []error{e.head, e.cause} }

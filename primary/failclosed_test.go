@@ -117,8 +117,8 @@ func TestMissingFormatMarkerIsRefused(t *testing.T) {
 	opts, _ := diskDB(t, 50)
 	removeGlob(t, opts.Path, "marker.format-version.*")
 	before := listing(t, opts.Path)
-	if _, err := primary.Open(context.Background(), opts); err == nil {
-		t.Fatal("Open succeeded on a store without its format marker")
+	if _, err := primary.Open(context.Background(), opts); !errors.Is(err, primary.ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
 	}
 	sameListingButLock(t, before, listing(t, opts.Path))
 }
@@ -342,5 +342,28 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDamagedTableIsCorruptWithoutPaths: a table cut short is refused as
+// ErrCorrupt, and Pebble's message reaches the caller without the path.
+func TestDamagedTableIsCorruptWithoutPaths(t *testing.T) {
+	opts, _ := diskDB(t, 300)
+	db, err := primary.Open(context.Background(), opts) // flushes the log into a table
+	must(t, err)
+	must(t, db.Close())
+	tables, _ := filepath.Glob(filepath.Join(opts.Path, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table")
+	}
+	fi, err := os.Stat(tables[0])
+	must(t, err)
+	must(t, os.Truncate(tables[0], fi.Size()/2))
+	_, err = primary.Open(context.Background(), opts)
+	if !errors.Is(err, primary.ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
+	}
+	if strings.Contains(err.Error(), opts.Path) {
+		t.Fatalf("the error names the path: %v", err)
 	}
 }
