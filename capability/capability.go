@@ -20,7 +20,11 @@ var (
 	ErrInvalid = errors.New("capability: invalid")
 	// ErrCorrupt is returned when the credential store cannot be read as a
 	// valid store: an unparsable store file, a missing or malformed key file,
-	// or a store file missing while its key exists.
+	// a store file missing while its key exists, or a store file whose
+	// integrity tag does not match it and the key file (either damaged, or
+	// the two not from the same copy of the directory). Its messages name
+	// the file and say what to do: restore the directory from a backup, or
+	// create new capabilities.
 	ErrCorrupt = errors.New("capability: credential store is corrupt")
 	// ErrInsecure is returned when the credential directory or one of its
 	// files is not private: wrong type, mode or owner, or a symbolic link.

@@ -41,4 +41,50 @@
 // A store file that cannot be parsed, or a store without its key, is
 // reported as ErrCorrupt: the store never silently becomes empty, since that
 // would quietly invalidate (or, after a reset, re-key) every token.
+//
+// # Integrity
+//
+// Damage that keeps a file readable would otherwise go unnoticed: a key file
+// zero-filled or with one byte flipped still holds 32 bytes, and every token
+// would just be refused; a flipped byte inside a name, a time or a token
+// hash still parses, and a capability would silently change or stop
+// working. So the store file (version 2) carries an integrity tag,
+//
+//	"integrity": hex HMAC-SHA-256(key, domain ‖ version ‖ NUL ‖ capabilities)
+//
+// where capabilities is the "capabilities" value exactly as it is in the
+// file, with the whitespace between tokens removed (json.Compact). The tag
+// covers the bytes, not a re-encoding of what was decoded, so a damaged byte
+// that decoding would hide (invalid UTF-8 turned into U+FFFD, an upper-case
+// hex digit) is still noticed, and a later Go release that encoded JSON
+// differently could not invalidate stored files. The top level's field
+// names must be spelled exactly, and the tag must be lower-case hex, so that
+// no byte of the file is left unchecked except whitespace outside strings,
+// which means nothing. The domain string contains a NUL byte, which no
+// token does, so the one key serves both purposes without a tag ever being
+// a token hash.
+//
+// Every write seals the file; every read, at Open and at every reload by a
+// running store, checks it in constant time (hmac.Equal). A mismatch is
+// ErrCorrupt: the key file or the store file is damaged, or the two come
+// from different copies of the directory; a tag cannot tell which. The
+// error says to restore the directory (both files together) from a backup,
+// or to move it aside and create new capabilities. A zero-filled key is
+// named as such. The key is read once, at Open: a process keeps using its
+// intact copy if the key file is damaged while it runs, and the damage is
+// found by the next Open (the next CLI command, or a restart).
+//
+// A store file written by an earlier build (version 1, no tag) is read as
+// it is, and sealed by the next Create or Revoke; reading never rewrites it.
+// Until then it is not protected, and a key damaged before that write is
+// sealed in; a version 1 file that carries a tag is damaged. Earlier builds
+// refuse a sealed store file (its tag is an unknown field to them), so a
+// downgrade after a write fails closed with ErrCorrupt.
+//
+// The tag proves that the store file was written with this key, not that it
+// is the newest such file: a store file replaced by an older copy of itself
+// (from a backup or a snapshot) is authentic and opens. Capabilities revoked
+// since that copy work again, and those created since are gone. Noticing it
+// would need a counter kept outside the directory. Nor is the tag a defence
+// against someone who can write the directory: they can read the key.
 package capability

@@ -40,8 +40,25 @@ const (
 	tokenBytes   = 32
 	idBytes      = 8
 	maxNameBytes = 128
-	fileVersion  = 1
 )
+
+// Store file versions. This build writes storeVersion, whose files carry an
+// integrity tag. Earlier builds wrote legacyVersion files, without one: they
+// are read as they are and sealed by the next write (Create or Revoke).
+const (
+	storeVersion  = 2
+	legacyVersion = 1
+)
+
+// integrityDomain starts the input of the store file's integrity tag. The
+// key also hashes tokens; no token contains a NUL byte, so no token hash can
+// be taken for a tag, nor a tag for a token hash.
+const integrityDomain = "riffdb credential store integrity\x00version "
+
+// restoreAdvice ends every ErrCorrupt message. A damaged store is never
+// repaired in place: guessing would grant or deny the wrong tokens.
+const restoreAdvice = "restore the credential directory (the key file and the store file together) from a backup, " +
+	"or move it aside and create new capabilities"
 
 var aliasPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
@@ -72,9 +89,22 @@ type record struct {
 	hash []byte
 }
 
+// document is the content of the store file, as held in memory.
 type document struct {
-	Version      int      `json:"version"`
-	Capabilities []record `json:"capabilities"`
+	Capabilities []record
+}
+
+// storeFileJSON is the store file as stored. Capabilities stays raw
+// because the integrity tag covers its bytes as they are in the file
+// (compacted), not a re-encoding of what was decoded: a damaged byte is
+// noticed even where decoding would hide it (invalid UTF-8 in a name decodes
+// as U+FFFD). decodeTop reads it; the tags serve encoding.
+type storeFileJSON struct {
+	Version      int             `json:"version"`
+	Capabilities json.RawMessage `json:"capabilities"`
+	// Integrity is hex HMAC-SHA-256(key, integrityDomain ‖ version ‖ NUL ‖
+	// compacted capabilities); absent in legacyVersion files.
+	Integrity string `json:"integrity,omitempty"`
 }
 
 // fileIdent identifies one version of the store file. Writers replace the
@@ -243,7 +273,7 @@ func (s *Store) statIdent() (fileIdent, error) {
 	var st unix.Stat_t
 	if err := unix.Lstat(filepath.Join(s.dir, storeFile), &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return fileIdent{}, fmt.Errorf("%w: the store file is missing", ErrCorrupt)
+			return fileIdent{}, corrupt("the store file is missing")
 		}
 		return fileIdent{}, fmt.Errorf("capability: examining the store file: %w", err)
 	}
@@ -256,7 +286,12 @@ func (s *Store) initialize() error {
 	key, _, err := readPrivate(filepath.Join(s.dir, keyFile), "key file")
 	if err == nil {
 		if len(key) != keySize {
-			return fmt.Errorf("%w: the key file holds %d bytes, want %d", ErrCorrupt, len(key), keySize)
+			return corrupt("the key file holds %d bytes, want %d", len(key), keySize)
+		}
+		// Other damage to the key is found by the store file's integrity
+		// check; a zero-filled key gets a message of its own.
+		if bytes.Count(key, []byte{0}) == keySize {
+			return corrupt("the key file is zero-filled")
 		}
 		s.key = key
 		return nil
@@ -269,17 +304,16 @@ func (s *Store) initialize() error {
 	data, _, err := readPrivate(filepath.Join(s.dir, storeFile), "store file")
 	switch {
 	case err == nil:
-		doc, err := decode(data)
+		// Without the key the integrity tag cannot be checked; the
+		// capabilities are only counted.
+		doc, err := decode(data, nil)
 		if err != nil {
 			return err
 		}
 		if len(doc.Capabilities) > 0 {
-			return fmt.Errorf("%w: the key file is missing but the store holds %d capabilities", ErrCorrupt, len(doc.Capabilities))
+			return corrupt("the key file is missing but the store file holds %d capabilities", len(doc.Capabilities))
 		}
 	case errors.Is(err, fs.ErrNotExist):
-		if err := s.write(document{Version: fileVersion, Capabilities: []record{}}); err != nil {
-			return err
-		}
 	default:
 		return err
 	}
@@ -287,12 +321,18 @@ func (s *Store) initialize() error {
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("capability: generating the key: %w", err)
 	}
-	// The store exists before the key, so a crash in between leaves an
-	// empty store without a key, which the next Open completes.
-	if err := writeAtomic(s.dir, keyFile, key); err != nil {
+	// The empty store, sealed with the new key, is written before the key,
+	// so a crash in between leaves an empty store without a key, which the
+	// next Open re-keys and completes.
+	s.key = key
+	if err := s.write(document{Capabilities: []record{}}); err != nil {
+		s.key = nil
 		return err
 	}
-	s.key = key
+	if err := writeAtomic(s.dir, keyFile, key); err != nil {
+		s.key = nil
+		return err
+	}
 	return nil
 }
 
@@ -301,13 +341,13 @@ func (s *Store) initialize() error {
 func (s *Store) reload() error {
 	data, ident, err := readPrivate(filepath.Join(s.dir, storeFile), "store file")
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: the store file is missing while its key exists", ErrCorrupt)
+		return corrupt("the store file is missing while its key file exists")
 	}
 	if err != nil {
 		return err
 	}
 	s.reads++
-	doc, err := decode(data)
+	doc, err := decode(data, s.key)
 	if err != nil {
 		return err
 	}
@@ -334,56 +374,171 @@ func (s *Store) refresh(force bool) error {
 	return s.reload()
 }
 
-func decode(data []byte) (document, error) {
+// decode parses and checks a store file. A storeVersion file must carry an
+// integrity tag, which is verified against key; key is nil only when the key
+// file is missing, and the result then cannot be trusted beyond its length.
+// A legacyVersion file has no tag and is accepted as it is.
+func decode(data, key []byte) (document, error) {
+	f, err := decodeTop(data)
+	if err != nil {
+		return document{}, err
+	}
+	switch f.Version {
+	case storeVersion:
+		if err := verify(f, key); err != nil {
+			return document{}, err
+		}
+	case legacyVersion:
+		// A legacy file has no tag: a single damaged byte cannot add one,
+		// so a legacy file with a tag is damaged too.
+		if f.Integrity != "" {
+			return document{}, corrupt("the store file has version %d, which has no integrity tag, but carries one", legacyVersion)
+		}
+	default:
+		return document{}, corrupt("the store file has version %d, want %d", f.Version, storeVersion)
+	}
 	var doc document
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return document{}, fmt.Errorf("%w: the store file is not valid: %v", ErrCorrupt, err)
-	}
-	if dec.More() {
-		return document{}, fmt.Errorf("%w: the store file has trailing data", ErrCorrupt)
-	}
-	if doc.Version != fileVersion {
-		return document{}, fmt.Errorf("%w: the store file has version %d, want %d", ErrCorrupt, doc.Version, fileVersion)
+	if len(f.Capabilities) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(f.Capabilities))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&doc.Capabilities); err != nil {
+			return document{}, corrupt("the store file is not valid: %v", err)
+		}
 	}
 	if doc.Capabilities == nil {
-		return document{}, fmt.Errorf("%w: the store file has no capabilities list", ErrCorrupt)
+		return document{}, corrupt("the store file has no capabilities list")
 	}
 	ids := make(map[string]bool, len(doc.Capabilities))
 	for i := range doc.Capabilities {
 		r := &doc.Capabilities[i]
 		if !validID(r.ID) || ids[r.ID] {
-			return document{}, fmt.Errorf("%w: record %d has a missing, malformed or duplicate id", ErrCorrupt, i)
+			return document{}, corrupt("record %d of the store file has a missing, malformed or duplicate id", i)
 		}
 		ids[r.ID] = true
 		h, err := hex.DecodeString(r.TokenHash)
 		if err != nil || len(h) != sha256.Size {
-			return document{}, fmt.Errorf("%w: capability %s has a malformed token hash", ErrCorrupt, r.ID)
+			return document{}, corrupt("capability %s has a malformed token hash", r.ID)
 		}
 		r.hash = h
 		if len(r.Permissions) == 0 {
-			return document{}, fmt.Errorf("%w: capability %s has no permissions", ErrCorrupt, r.ID)
+			return document{}, corrupt("capability %s has no permissions", r.ID)
 		}
 		for _, p := range r.Permissions {
 			if _, err := ParsePermission(string(p)); err != nil {
-				return document{}, fmt.Errorf("%w: capability %s has an unknown permission", ErrCorrupt, r.ID)
+				return document{}, corrupt("capability %s has an unknown permission", r.ID)
 			}
 		}
 		if r.Database != "" && !aliasPattern.MatchString(r.Database) {
-			return document{}, fmt.Errorf("%w: capability %s has a malformed database alias", ErrCorrupt, r.ID)
+			return document{}, corrupt("capability %s has a malformed database alias", r.ID)
 		}
 	}
 	return doc, nil
 }
 
+// decodeTop decodes the top level of a store file. Its field names must be
+// spelled exactly: encoding/json would match "Version" to "version", hiding
+// a damaged byte outside the part the integrity tag covers.
+func decodeTop(data []byte) (storeFileJSON, error) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&fields); err != nil {
+		return storeFileJSON{}, corrupt("the store file is not valid: %v", err)
+	}
+	if dec.More() {
+		return storeFileJSON{}, corrupt("the store file has trailing data")
+	}
+	var f storeFileJSON
+	for name, raw := range fields {
+		var err error
+		switch name {
+		case "version":
+			err = json.Unmarshal(raw, &f.Version)
+		case "capabilities":
+			f.Capabilities = raw
+		case "integrity":
+			err = json.Unmarshal(raw, &f.Integrity)
+		default:
+			return storeFileJSON{}, corrupt("the store file has an unknown field %q", truncate(name, 64))
+		}
+		if err != nil {
+			return storeFileJSON{}, corrupt("the store file's %s is not valid: %v", name, err)
+		}
+	}
+	return f, nil
+}
+
+// verify checks the integrity tag of a storeVersion file against key (only
+// the tag's form when key is nil). A mismatch cannot tell which file is
+// damaged: the key file, the store file, or both, or they come from
+// different copies of the directory.
+func verify(f storeFileJSON, key []byte) error {
+	tag, err := hex.DecodeString(f.Integrity)
+	if err != nil || len(tag) != sha256.Size || strings.ToLower(f.Integrity) != f.Integrity {
+		return corrupt("the store file's integrity tag is missing or malformed")
+	}
+	if key == nil {
+		return nil
+	}
+	var caps bytes.Buffer
+	if err := json.Compact(&caps, f.Capabilities); err != nil {
+		return corrupt("the store file is not valid: %v", err)
+	}
+	if !hmac.Equal(seal(key, f.Version, caps.Bytes()), tag) {
+		return corrupt("the store file's integrity check fails against the key file: " +
+			"one of them is damaged, or they are not from the same copy of the credential directory")
+	}
+	return nil
+}
+
+// seal returns the integrity tag of a store file's version and compacted
+// capabilities.
+func seal(key []byte, version int, capabilities []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	fmt.Fprintf(h, "%s%d\x00", integrityDomain, version)
+	h.Write(capabilities)
+	return h.Sum(nil)
+}
+
+// encode returns the store file for doc, sealed with the store's key. It
+// reads the result back before returning it, so that a store this build
+// cannot verify is never written.
+func (s *Store) encode(doc document) ([]byte, error) {
+	if doc.Capabilities == nil {
+		doc.Capabilities = []record{}
+	}
+	caps, err := json.Marshal(doc.Capabilities)
+	if err != nil {
+		return nil, fmt.Errorf("capability: encoding the store: %w", err)
+	}
+	data, err := json.MarshalIndent(storeFileJSON{
+		Version:      storeVersion,
+		Capabilities: caps,
+		Integrity:    hex.EncodeToString(seal(s.key, storeVersion, caps)),
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("capability: encoding the store: %w", err)
+	}
+	data = append(data, '\n')
+	if _, err := decode(data, s.key); err != nil {
+		// Not ErrCorrupt: nothing on disk is damaged.
+		return nil, fmt.Errorf("capability: encoding the store: the encoding does not read back: %v", err)
+	}
+	return data, nil
+}
+
+// corrupt returns an error wrapping ErrCorrupt that says what is wrong and
+// what the operator can do.
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s; %s", ErrCorrupt, fmt.Sprintf(format, args...), restoreAdvice)
+}
+
 // write replaces the store file atomically. It runs under the lock.
 func (s *Store) write(doc document) error {
-	data, err := json.MarshalIndent(doc, "", "  ")
+	data, err := s.encode(doc)
 	if err != nil {
-		return fmt.Errorf("capability: encoding the store: %w", err)
+		return err
 	}
-	return writeAtomic(s.dir, storeFile, append(data, '\n'))
+	return writeAtomic(s.dir, storeFile, data)
 }
 
 // writeAtomic writes data to dir/name through a synced temporary file, a
@@ -434,7 +589,7 @@ func (s *Store) mutate(f func(doc *document) error) error {
 		if err := s.reload(); err != nil {
 			return err
 		}
-		doc := document{Version: fileVersion, Capabilities: slices.Clone(s.records)}
+		doc := document{Capabilities: slices.Clone(s.records)}
 		if err := f(&doc); err != nil {
 			return err
 		}

@@ -473,7 +473,7 @@ func TestCorruptStore(t *testing.T) {
 		"empty":          "",
 		"truncated":      `{"version":1,"capabilities":[`,
 		"no list":        `{"version":1}`,
-		"wrong version":  `{"version":2,"capabilities":[]}`,
+		"wrong version":  `{"version":3,"capabilities":[]}`,
 		"unknown field":  `{"version":1,"capabilities":[],"tokens":[]}`,
 		"trailing data":  `{"version":1,"capabilities":[]} {}`,
 		"bad hash":       `{"version":1,"capabilities":[{"id":"0123456789abcdef","name":"","permissions":["read_health"],"database":"","created_at":"2030-01-01T00:00:00Z","revoked":false,"token_hash":"zz"}]}`,
