@@ -84,13 +84,27 @@
 // create N pending intents is N/16 executions of a 16-event command from
 // many goroutines (1,000,000 intents = 62,500 commits; see BenchmarkCommit).
 //
-// # A crash during creation
+// # Existence, and failing closed
 //
-// A crash inside the very first Open of a new database, while Pebble is
-// still creating the store, can leave a directory that Pebble refuses to
-// open (its manifest missing). No command can have been acknowledged then.
-// Open therefore writes a creation marker file (riffdb-created, synced with
-// its directory entry) once the identity is durable; a store that cannot be
-// opened and has no marker is emptied and created again. A store with the
-// marker is never recreated: damage to it is an error for the operator.
+// Whether the store exists is riffdb's decision, never Pebble's (a plain
+// pebble.Open of a directory whose marker.manifest.* was lost creates a new
+// store and deletes the old tables and logs as obsolete). Open takes the
+// directory lock first, then decides (create.go): a directory with riffdb's
+// creation marker (riffdb-created) or with any committed write in it (a
+// table, a non-zero WAL byte: internal/existence) holds a created store,
+// which is opened with ErrorIfNotExists and refused with ErrCorrupt, files
+// untouched, when Pebble's markers or the identity are missing. Only a
+// directory that provably never held a committed write (a first start that
+// crashed while Pebble was creating the store) is emptied and created again.
+//
+// The creation marker also holds a floor (floor.go): the last commit the
+// store reached, and after a clean Close the MANIFEST it was left with.
+// Pebble takes a truncated, zeroed or deleted newest WAL for a torn write
+// and an older MANIFEST for the truth; the store stays consistent with
+// itself either way. Open refuses a history that ends below the floor, or a
+// MANIFEST older than or different from the one the clean Close left. What
+// a crash leaves unrecorded there is still anchored by the archive: an
+// archive event beyond the primary's history stops delivery
+// (history_behind_archive), and the delivery mark (delivered.go), written in
+// every completion batch, bounds the archive's record count from below.
 package primary
