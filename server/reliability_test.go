@@ -525,12 +525,16 @@ func TestReliabilityArchiveFaults(t *testing.T) {
 					// delivery to resume then.
 					h := s.w.Health()
 					n, _ := s.db.UndeliveredCount()
-					r.stuck = append(r.stuck, fmt.Sprintf("episode %d: %d pending, %s/%s", ep, n, h.State, h.Reason))
+					probe := "probe ok"
+					if err := s.dest.Probe(context.Background()); err != nil {
+						probe = "probe: " + err.Error()
+					}
+					r.stuck = append(r.stuck, fmt.Sprintf("episode %d: %d pending, %s/%s, %s", ep, n, h.State, h.Reason, probe))
 					if errno != syscall.ENOSPC {
 						// The spec: repair availability in place. (For
 						// capacity it says: increase the quota and
 						// restart; a restart is accepted there.)
-						t.Errorf("%s: delivery did not resume in place after the fault cleared: %d pending, health %+v", what, n, h)
+						t.Errorf("%s: delivery did not resume in place after the fault cleared: %d pending, health %+v, %s", what, n, h, probe)
 					}
 					r.restarts++
 					s.close()
