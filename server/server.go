@@ -527,9 +527,22 @@ func Run(ctx context.Context, opts Options, ready func(*Server)) error {
 	select {
 	case <-ctx.Done():
 	case runErr = <-s.fatal:
+		// Its message reaches the CLI's envelope: without paths, like a
+		// startup failure's (the log has the full error).
+		runErr = pathFree{msg: scrub(opts.Config, runErr), cause: runErr}
 	}
 	return errors.Join(runErr, s.Stop(context.WithoutCancel(ctx)))
 }
+
+// pathFree is an error whose message has no paths and that still matches
+// its cause's chain.
+type pathFree struct {
+	msg   string
+	cause error
+}
+
+func (e pathFree) Error() string { return e.msg }
+func (e pathFree) Unwrap() error { return e.cause }
 
 func (s *Server) database(alias string) *database {
 	for _, d := range s.dbs {
