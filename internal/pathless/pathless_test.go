@@ -36,6 +36,13 @@ func TestErrorRemovesPathsAndKeepsCauses(t *testing.T) {
 			t.Errorf("%s: lost the cause: %q", name, got)
 		}
 	}
+	joined := pathless.Error(errors.Join(fmt.Errorf("first: %w", pe), fmt.Errorf("second: %w", le)))
+	if !strings.Contains(joined.Error(), "first: open") || !strings.Contains(joined.Error(), "second: rename") {
+		t.Errorf("a joined error lost a part: %q", joined)
+	}
+	if got := pathless.Error(fmt.Errorf("reading the store: %w", pe)).Error(); got != "reading the store: open: no space left on device" {
+		t.Errorf("the wrapper's words were not kept: %q", got)
+	}
 	if pathless.Error(nil) != nil {
 		t.Error("nil is not nil")
 	}
