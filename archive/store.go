@@ -151,6 +151,11 @@ type Store struct {
 	gauges    metric.Registration
 	gaugeInit func() (metric.Registration, error)
 
+	// inst is the filesystem of the open Pebble instance (fence.go);
+	// abandoned is set once closeDB had to fence it off.
+	inst      *instanceFS
+	abandoned bool
+
 	mu   sync.Mutex // the single writer; guards acct
 	acct accounting
 
@@ -292,7 +297,8 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 			return mapError("creating the store", err)
 		}
 	}
-	o := pebbleOptions(s.st, s.fs, s.realFS)
+	s.inst = newInstanceFS(s.fs)
+	o := pebbleOptions(s.st, s.inst, s.realFS)
 	o.ErrorIfNotExists = !create
 	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
 		db, err := pebble.Open(s.storeDir, o)
@@ -300,6 +306,10 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 		return err
 	})
 	if err != nil {
+		// A failed Open releases its lock, unless a fatal error ended it
+		// midway (a write of its flush or manifest failed): then the lock
+		// would stay held until the process exits. Fence and release.
+		s.inst.abandon()
 		return err
 	}
 	if err := s.initMeta(ctx, opts.Database, create); err != nil {
@@ -891,7 +901,7 @@ func (s *Store) Close() error {
 		_ = s.gauges.Unregister()
 	}
 	err := s.closeDB()
-	if err == nil && s.st.err() == nil && s.db != nil {
+	if err == nil && s.st.err() == nil && s.db != nil && !s.abandoned {
 		// A clean close raises the floor to the accounting every accepted
 		// record is durable under (floor.go). After a failure the floor
 		// stays where it was: still a true lower bound.
@@ -910,9 +920,17 @@ func (s *Store) closeDB() error {
 	}
 	db := s.db
 	st := &engineState{log: s.log, clock: s.clock}
-	return guarded(context.Background(), st, s.timeout, "closing the store", false, func() error {
+	err := guarded(context.Background(), st, s.timeout, "closing the store", false, func() error {
 		return db.Close()
 	})
+	if errors.Is(err, context.DeadlineExceeded) || st.err() != nil {
+		// Close is stuck behind a goroutine that a fatal error ended (see
+		// instanceFS): fence the instance and release its lock.
+		s.log.Error("archive storage engine did not close after a fatal error; its instance is fenced off and abandoned")
+		s.inst.abandon()
+		s.abandoned = true
+	}
+	return err
 }
 
 func (s *Store) initTelemetry(opts Options) error {
