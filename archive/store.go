@@ -919,6 +919,21 @@ func (s *Store) closeDB() error {
 		return nil
 	}
 	db := s.db
+	if ferr := s.st.err(); ferr != nil && s.inst != nil {
+		// A fatal engine error (or a timed-out call) made the store
+		// unusable; its Close would likely wait forever behind the
+		// goroutine that error ended (fence.go). Fence the instance first,
+		// so nothing it still does can reach the disk, release its lock,
+		// and let Close finish (or not) on its own.
+		s.log.Warn("archive storage engine instance abandoned after a fatal error; it is fenced off", zap.Error(ferr))
+		s.inst.abandon()
+		s.abandoned = true
+		go func() {
+			defer func() { _ = recover() }()
+			_ = db.Close()
+		}()
+		return ferr
+	}
 	st := &engineState{log: s.log, clock: s.clock}
 	err := guarded(context.Background(), st, s.timeout, "closing the store", false, func() error {
 		return db.Close()
