@@ -171,7 +171,12 @@ func (d *archiveDestination) after(err error) error {
 		return nil
 	}
 	cerr := d.classify(err, false)
-	if errors.Is(cerr, outbox.ErrUnavailable) || errors.Is(cerr, outbox.ErrRefused) {
+	// A store a fatal engine error made unusable (a WAL write or sync that
+	// failed, with ENOSPC as much as EIO) must be reopened once the fault
+	// is repaired, whatever the class: a full disk freed in place resumes
+	// delivery without a restart. A full quota leaves the store usable.
+	if errors.Is(cerr, outbox.ErrUnavailable) || errors.Is(cerr, outbox.ErrRefused) ||
+		(d.store != nil && d.store.Unusable() != nil) {
 		d.drop()
 	}
 	return cerr
