@@ -20,8 +20,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Environment variables of the campaign.
@@ -90,7 +88,7 @@ func Update(s Section) error {
 		return err
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+	if err := lockFile(f); err != nil {
 		return err
 	}
 	old, err := os.ReadFile(path)
