@@ -478,7 +478,7 @@ func dmPrepare(c *dmCase, data []byte, inst *dmInstallation, kinds, olderKinds m
 }
 
 // dmCopyTree copies a directory tree with its modes. Unlike copyTree it
-// returns its error, for use off the test goroutine.
+// returns its error, for use off the test goroutine; copyTree wraps it.
 func dmCopyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,27 +41,44 @@ func TestMetricsEndpointServesTheReference(t *testing.T) {
 	p.waitDrained(t, token)
 	p.stop()
 
-	// Restore the copy: the same database and incarnation commit event 1.0
-	// again with other bytes, which the archive refuses (identity conflict,
-	// dead letter). Everything below runs in this process, because counters
-	// start from no series at each start.
+	// Restore the copy by hand: the same database and incarnation commit
+	// event 1.0 again with other bytes, which the archive refuses (identity
+	// conflict, dead letter). Started straight away, the server would see
+	// the archive ahead of the restored history and stop delivery
+	// (history_behind_archive) before any conflict; so the restored copy
+	// first commits past the archive with no outbox configured, as an
+	// operator who notices nothing might. Everything below then runs in one
+	// process, because counters start from no series at each start.
 	must(t, os.RemoveAll(e.dbPath))
 	copyTree(t, snapshot, e.dbPath)
-	p = e.start()
-	if code, _, body, err := p.command(ctx, token, "place_order", map[string]any{"order_id": "other", "amount_cents": 7}, ""); err != nil || code != http.StatusOK {
-		t.Fatalf("command: %d %v %s", code, err, body)
+	withOutbox, err := os.ReadFile(e.config)
+	must(t, err)
+	cut := strings.Index(string(withOutbox), "[maintenance.outbox]")
+	if cut < 0 {
+		t.Fatal("no outbox section in the configuration")
 	}
+	must(t, os.WriteFile(e.config, withOutbox[:cut], 0o600))
+	p = e.start()
+	for _, order := range []string{"other", "another"} {
+		if code, _, body, err := p.command(ctx, token, "place_order", map[string]any{"order_id": order, "amount_cents": 7}, ""); err != nil || code != http.StatusOK {
+			t.Fatalf("command: %d %v %s", code, err, body)
+		}
+	}
+	p.stop()
+	must(t, os.WriteFile(e.config, withOutbox, 0o600))
+	p = e.start()
 	p.waitHealth(t, token, "degraded", "identity_conflict")
 	if code, _, body, err := p.command(ctx, token, "no_such_command", map[string]any{}, ""); err != nil || code < 400 || code >= 500 {
 		t.Fatalf("unknown command: %d %v %s", code, err, body)
 	}
 	onlyDeadLetter := func() bool { _, _, pending := p.outboxState(token); return pending == 1 }
 
-	// Retries: remove the archive directory while a backlog is being
+	// Retries: move the archive directory away while a backlog is being
 	// delivered. An acceptance in flight then fails the directory check and
 	// the rest of its run is scheduled for retry. A removal that lands
 	// between runs fails the group check first (no attempt is spent), so
-	// try a few times. The operator then recreates the directory.
+	// try a few times. The operator then puts the same archive back (an
+	// empty directory instead would stop delivery: archive_lost_records).
 	for try := 0; sample(scrape(t, p, false), "riffdb_outbox_retries_total", nil) <= 0; try++ {
 		if try == 12 {
 			t.Fatalf("no retry after %d archive removals during delivery\n%s", try, grep(scrape(t, p, false), "riffdb_outbox_"))
@@ -84,8 +100,9 @@ func TestMetricsEndpointServesTheReference(t *testing.T) {
 				return false
 			}
 		})
+		away := e.outbox + ".away"
 		if busy {
-			removeLiveDir(t, e.outbox)
+			must(t, os.Rename(e.outbox, away))
 		}
 		<-done
 		if busy {
@@ -93,7 +110,7 @@ func TestMetricsEndpointServesTheReference(t *testing.T) {
 				s, r, _ := p.outboxState(token)
 				return s == "degraded" && r == "destination_unavailable"
 			})
-			must(t, os.Mkdir(e.outbox, 0o700))
+			must(t, os.Rename(away, e.outbox))
 		}
 		waitFor(t, 60*time.Second, "delivery to catch up (only the dead letter left)", onlyDeadLetter)
 		t.Logf("archive removal %d during delivery: backlog present %v", try+1, busy)
@@ -273,30 +290,11 @@ func grep(text, s string) string {
 	return strings.Join(out, "\n")
 }
 
-// copyTree copies the regular files and directories under src to dst.
+// copyTree copies the regular files and directories under src to dst,
+// with their modes (dmCopyTree, failing the test on error).
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(target, info.Mode().Perm())
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, info.Mode().Perm())
-	})
-	must(t, err)
+	if err := dmCopyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
 }
