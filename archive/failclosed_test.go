@@ -155,6 +155,15 @@ func TestPrimaryFloor(t *testing.T) {
 	if names, _ := os.ReadDir(empty); len(names) != 0 {
 		t.Fatalf("an archive was created: %v", names)
 	}
+	// An empty store directory (its files deleted) is no better.
+	must(t, os.Mkdir(filepath.Join(empty, archive.StoreDirName), 0o700))
+	_, err = archive.Open(ctx, empty, opts)
+	if !errors.As(err, &lost) || lost.Missing != 13 {
+		t.Fatalf("Open of an empty store directory with a floor = %v", err)
+	}
+	if names, _ := os.ReadDir(filepath.Join(empty, archive.StoreDirName)); len(names) != 0 {
+		t.Fatalf("an archive was created: %v", names)
+	}
 }
 
 // TestHistoryBehindArchive: an archive holding an event of the primary's

@@ -292,6 +292,11 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 			}
 		}
 	}
+	if create && opts.Floor > 0 {
+		// Completed deliveries went into an archive that is gone: never
+		// create a new one in its place.
+		return &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
+	}
 	if create {
 		if err := s.fs.MkdirAll(s.storeDir, 0o700); err != nil {
 			return mapError("creating the store", err)
