@@ -32,7 +32,7 @@ import (
 // process can neither race the creation nor be wiped by it. The caller
 // closes the lock after the store.
 func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_ *pebble.DB, _ *pebble.Lock, fresh bool, floor floorRecord, err error) {
-	lock, err := pebble.LockDirectory(dir, vfsys)
+	lock, err := pebble.LockDirectory(dir, po.FS) // dirlock: LOCK is not touched
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

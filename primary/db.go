@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/dirlock"
 	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
@@ -197,7 +198,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("primary: create database directory: %w", pathless.Error(err))
 	}
 	po := &pebble.Options{
-		FS:                 walfill.New(opts.FS),
+		FS:                 walfill.New(dirlock.FS(opts.FS)),
 		FormatMajorVersion: FormatMajorVersion,
 		MemTableSize:       memTableSize,
 		Logger:             pebbleLogger{db: db},

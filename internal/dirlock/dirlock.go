@@ -1,0 +1,40 @@
+// Package dirlock takes a Pebble store's directory lock without touching the
+// lock file.
+//
+// Pebble's own vfs.Default.Lock opens LOCK with O_CREATE|O_TRUNC, so every
+// attempt, even one that then fails because another process holds the
+// lock, bumps LOCK's mtime. A store that riffdb refuses to open must be left
+// exactly as it was, so riffdb opens LOCK without O_TRUNC and takes the same
+// fcntl write lock (F_SETLK over the whole file) that Pebble takes: a Pebble
+// process and a riffdb process still exclude each other. POSIX record locks
+// do not exclude a second lock from the same process, so, like Pebble, the
+// package keeps a table of the files this process holds.
+package dirlock
+
+import (
+	"errors"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// ErrHeld is returned by Lock when this process already holds the lock. Its
+// text is Pebble's, so callers that recognise Pebble's error recognise it.
+var ErrHeld = errors.New("lock held by current process")
+
+// FS returns fs with its Lock replaced by this package's when fs is the real
+// filesystem (vfs.Default); any other filesystem is returned as it is.
+func FS(fs vfs.FS) vfs.FS {
+	if fs != vfs.Default {
+		return fs
+	}
+	return lockFS{fs}
+}
+
+type lockFS struct{ vfs.FS }
+
+// Lock implements vfs.FS.
+func (lockFS) Lock(name string) (io.Closer, error) { return Lock(name) }
+
+// Unwrap implements vfs.FS.
+func (l lockFS) Unwrap() vfs.FS { return l.FS }
