@@ -18,8 +18,10 @@ deps: ## install what the tests need (promtool, staticcheck) when missing
 lint: ## gofmt, go vet, staticcheck, cross-platform build, go mod tidy check
 	./scripts/lint.sh
 
-unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests)
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); prints the damage matrix
+	@mkdir -p bin && rm -f bin/damage-matrix.md
+	RIFFDB_DAMAGE_REPORT=$(CURDIR)/bin/damage-matrix.md $(GO) test -count=1 -timeout 20m $(PKGS)
+	@if [ -s bin/damage-matrix.md ]; then echo "== damage matrix (e2e TestDamageMatrix): every file of every store damaged, inspected and started =="; cat bin/damage-matrix.md; fi
 
 race: ## go test -race ./... (the end-to-end tests drive a binary built without -race)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
