@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/loadtest"
 )
 
@@ -66,7 +67,7 @@ is 1 when every request failed.`,
 			if tokenFile != "" {
 				b, err := os.ReadFile(tokenFile)
 				if err != nil {
-					return Local("token_unreadable", "cannot read the --token-file: %v", errors.Unwrap(err))
+					return Local("token_unreadable", "cannot read the --token-file: %v", pathless.Error(err))
 				}
 				cfg.Token = strings.TrimSpace(string(b))
 			} else {

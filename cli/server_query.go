@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/statsapi"
 )
 
@@ -54,7 +55,7 @@ func (q *queryFlags) get(ctx context.Context, path string, out any) error {
 	if q.tokenFile != "" {
 		b, err := os.ReadFile(q.tokenFile)
 		if err != nil {
-			return Local("token_unreadable", "cannot read the --token-file: %v", errors.Unwrap(err))
+			return Local("token_unreadable", "cannot read the --token-file: %v", pathless.Error(err))
 		}
 		token = strings.TrimSpace(string(b))
 	} else {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/pathless"
 )
 
 // DevContract is the sample contract of the embedded default configuration.
@@ -28,7 +29,7 @@ func DevSetup(root string, env func(string) string, o config.Overrides) (*config
 		return nil, "", err
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, "", fmt.Errorf("server: create the dev data folder: %w", errors.Unwrap(err))
+		return nil, "", fmt.Errorf("server: create the dev data folder: %w", pathless.Error(err))
 	}
 	if err := os.Chmod(root, 0o700); err != nil {
 		return nil, "", err
