@@ -824,6 +824,9 @@ func (s *Store) present(keys []event.Key, exists []bool) error {
 	return it.Close()
 }
 
+// Records returns the durable record count (a lock-free read, no I/O).
+func (s *Store) Records() int64 { return s.records.Load() }
+
 // Usage returns the durable accounting, the quota and the allocated bytes,
 // without scanning records.
 func (s *Store) Usage() Usage {

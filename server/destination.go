@@ -93,7 +93,7 @@ func (d *archiveDestination) records() uint64 { return uint64(d.recordsSeen.Load
 // seen raises recordsSeen to the store's durable record count. Callers hold
 // d.mu.
 func (d *archiveDestination) seen(s *archive.Store) {
-	n := s.Usage().Records
+	n := s.Records() // not Usage: that also measures the store's files
 	for {
 		cur := d.recordsSeen.Load()
 		if n <= cur || d.recordsSeen.CompareAndSwap(cur, n) {
