@@ -1,0 +1,169 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+// Outcome is the result of a successful Accept.
+type Outcome int
+
+const (
+	// Stored means the record and its charge were durably written.
+	Stored Outcome = iota + 1
+	// Duplicate means equal bytes were already archived under the key;
+	// nothing was written.
+	Duplicate
+)
+
+// String returns "stored" or "duplicate".
+func (o Outcome) String() string {
+	switch o {
+	case Stored:
+		return "stored"
+	case Duplicate:
+		return "duplicate"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// checkRecord verifies that record is a stored event for key under the
+// binding.
+func (s *Store) checkRecord(key event.Key, record []byte) error {
+	if key.Database != s.binding {
+		return fmt.Errorf("%w: key of database %s", ErrBindingChanged, key.Database)
+	}
+	st, err := event.DecodeStored(record)
+	if err != nil || st.ID != key.Event {
+		return fmt.Errorf("%w: event %s", ErrInvalidRecord, key.Event)
+	}
+	return nil
+}
+
+// Accept archives record (the exact stored-event bytes) under key in one
+// archive transaction. Under the single-writer mutex it reads the key: equal
+// bytes already archived → Duplicate, nothing written; different bytes →
+// ErrConflict. A new record must fit the quota and the free-space guard
+// (ErrCapacity); then the record and the updated accounting are committed in
+// one batch with pebble.Sync, so both are durable together or not at all.
+// The commit runs in its own goroutine bounded by TxnTimeout: a fatal
+// storage error, a timeout, or ctx ending while the commit is in flight
+// marks the store unusable (its outcome is unknown; a retry after reopening
+// is a Duplicate or a Stored) and returns ErrUnavailable promptly. Accept
+// blocks for at most about TxnTimeout per storage call.
+func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out Outcome, err error) {
+	start := s.clock()
+	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(
+		s.dbAttr,
+		attribute.String("riffdb.event.id", key.Event.String()),
+		attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
+		attribute.Int("riffdb.event.bytes", len(record)),
+	))
+	defer func() {
+		result := "stored"
+		switch {
+		case err == nil && out == Duplicate:
+			result = "duplicate"
+		case errors.Is(err, ErrConflict), errors.Is(err, ErrInvalidRecord):
+			result = "refused"
+		}
+		if err == nil || result == "refused" {
+			s.accepted.Add(ctx, 1, s.resultSets[result])
+		}
+		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, Classify(err).String())
+			span.SetAttributes(attribute.String("error.type", Classify(err).String()))
+		} else {
+			span.SetAttributes(attribute.String("riffdb.archive.outcome", out.String()))
+		}
+		span.End()
+	}()
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	if err := s.checkRecord(key, record); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	rk := recordKey(key)
+	var (
+		acct       = s.acct
+		next       accounting
+		outcome    Outcome
+		committing atomic.Bool // read after a timeout: the call may still run
+	)
+	// One storage call: read the key, decide, and write.
+	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", new(atomic.Bool), func(writing *atomic.Bool) error {
+		existing, err := get(s.db, rk)
+		if err != nil {
+			return mapError("reading the key", err)
+		}
+		if existing != nil {
+			rec, _, err := decodeValue(key, existing)
+			if err != nil {
+				s.st.fail(err)
+				return err
+			}
+			if bytes.Equal(rec, record) {
+				outcome = Duplicate
+				return nil
+			}
+			return fmt.Errorf("%w: event %s", ErrConflict, key.Event)
+		}
+		charge := Charge(key, record)
+		if acct.EncodedBytes+charge > s.quota {
+			return fmt.Errorf("%w: quota: %d of %d bytes used, record needs %d", ErrCapacity, acct.EncodedBytes, s.quota, charge)
+		}
+		if err := s.checkFreeSpace(charge); err != nil {
+			return err
+		}
+		next = accounting{Records: acct.Records + 1, EncodedBytes: acct.EncodedBytes + charge}
+		b := s.db.NewBatch()
+		_ = b.Set(rk, encodeValue(key, record), nil)
+		_ = b.Set(keyAccounting, encodeAccounting(next), nil)
+		writing.Store(true)
+		if err := ctx.Err(); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
+		}
+		committing.Store(true)
+		err = b.Commit(pebble.Sync)
+		_ = b.Close() // only after Commit returned: a Goexit leaves the batch to Pebble
+		if err != nil {
+			return mapError("committing the archive transaction", err)
+		}
+		outcome = Stored
+		return nil
+	})
+	if err != nil {
+		if committing.Load() && s.st.err() == nil {
+			// Pebble failed the commit without a fatal: its outcome is not
+			// reflected in acct, so stop trusting the in-memory accounting.
+			s.st.fail(err)
+		}
+		return 0, err
+	}
+	if outcome == Duplicate {
+		return Duplicate, nil
+	}
+	s.acct = next
+	s.records.Store(next.Records)
+	s.encoded.Store(next.EncodedBytes)
+	return Stored, nil
+}

@@ -1,0 +1,122 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/riffdb/riffdb/event"
+)
+
+// checkFreeSpace is the free-space guard: Pebble blocks forever on a full
+// disk, so a write is refused while it would leave less than MinFreeBytes.
+func (s *Store) checkFreeSpace(charge int64) error {
+	if s.minFree < 0 {
+		return nil
+	}
+	du, err := s.fs.GetDiskUsage(s.storeDir)
+	if errors.Is(err, vfs.ErrUnsupported) {
+		return nil
+	}
+	if err != nil {
+		return mapError("measuring free disk space", err)
+	}
+	if int64(du.AvailBytes) < s.minFree+charge {
+		return fmt.Errorf("%w: free disk space below the %d-byte guard", ErrCapacity, s.minFree)
+	}
+	return nil
+}
+
+// Fit reports how many of the leading members (keys[i], records[i]) fit in
+// the remaining quota together, in order. A key already archived charges 0,
+// as does a repetition of a key earlier in the group: neither writes
+// anything. Fit writes nothing.
+func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n int, err error) {
+	ctx, span := s.tracer.Start(ctx, "riffdb.archive.quota.check", trace.WithAttributes(s.dbAttr, attribute.Int("riffdb.group.size", len(keys))))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, Classify(err).String())
+			span.SetAttributes(attribute.String("error.type", Classify(err).String()))
+		} else {
+			result := "fits"
+			if n < len(keys) {
+				result = "does_not_fit"
+			}
+			s.decisions.Add(ctx, 1, s.resultSets[result])
+			span.SetAttributes(attribute.Int("riffdb.group.fits", n))
+		}
+		span.End()
+	}()
+	if len(keys) != len(records) {
+		return 0, fmt.Errorf("%w: %d keys but %d records", ErrInvalidArgument, len(keys), len(records))
+	}
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// When every member fits the quota and the free-space guard even if
+	// none is archived yet (the common case), which ones are archived
+	// cannot change the answer: skip the reads.
+	var all int64
+	for i, k := range keys {
+		all += Charge(k, records[i])
+	}
+	if s.acct.EncodedBytes+all <= s.quota && s.checkFreeSpace(all) == nil {
+		return len(keys), nil
+	}
+	// Otherwise one storage call reads every key: a run's keys are
+	// consecutive, so the monotonic seeks of one iterator cost little more
+	// than one seek.
+	exists := make([]bool, len(keys))
+	if err := guarded(ctx, s.st, s.timeout, "reading the keys", false, func() error {
+		return s.present(keys, exists)
+	}); err != nil {
+		return 0, err
+	}
+	used := s.acct.EncodedBytes
+	seen := make(map[event.Key]struct{}, len(keys))
+	for i, k := range keys {
+		charge := Charge(k, records[i])
+		if _, dup := seen[k]; dup || exists[i] {
+			charge = 0
+		}
+		if used+charge > s.quota {
+			n = i
+			break
+		}
+		used += charge
+		seen[k] = struct{}{}
+		n = i + 1
+	}
+	// The free-space guard applies to the group too: a run that the disk
+	// cannot hold does not fit, so a full filesystem pauses delivery before
+	// any attempt is spent, like a full quota.
+	if n > 0 {
+		if err := s.checkFreeSpace(used - s.acct.EncodedBytes); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// present sets exists[i] when keys[i] holds a record.
+func (s *Store) present(keys []event.Key, exists []bool) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: []byte{prefixRecord + 1}})
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		rk := recordKey(k)
+		exists[i] = it.SeekGE(rk) && bytes.Equal(it.Key(), rk)
+	}
+	return it.Close()
+}

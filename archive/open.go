@@ -1,0 +1,310 @@
+package archive
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/existence"
+	"github.com/riffdb/riffdb/internal/walfill"
+)
+
+// Defaults applied to zero Options fields.
+const (
+	DefaultTxnTimeout   = 5 * time.Second
+	DefaultMinFreeBytes = 64 << 20
+)
+
+// Options configure Open. Zero values mean defaults, except
+// QuotaEncodedBytes, which must be positive.
+type Options struct {
+	// Alias is the database alias, put on every metric and span as
+	// riffdb.database so that the archives of several databases stay apart.
+	Alias string
+	// Database is the binding: a new archive is bound to it, an existing one
+	// must be bound to it (ErrBindingChanged otherwise).
+	Database event.DatabaseID
+	// QuotaEncodedBytes bounds Σ Charge over all records. It must be > 0.
+	QuotaEncodedBytes int64
+	// TxnTimeout bounds every archive transaction and every storage-engine
+	// call; 0 means DefaultTxnTimeout.
+	TxnTimeout time.Duration
+	// MinFreeBytes is the free-space guard: a write is refused with
+	// ErrCapacity when the filesystem would keep less free space than this.
+	// 0 means DefaultMinFreeBytes; a negative value disables the guard.
+	MinFreeBytes int64
+	// FS is the filesystem. nil means the real filesystem with the custody
+	// audit before opening and custody checks on every file Pebble opens;
+	// tests pass vfs.NewMem, vfs.NewCrashableMem or an errorfs wrapper, for
+	// which custody checks are skipped.
+	FS vfs.FS
+	// Logger receives the archive's logs; nil means zap.NewNop().
+	Logger *zap.Logger
+	// TracerProvider provides the archive's tracer; nil means no-op.
+	TracerProvider trace.TracerProvider
+	// MeterProvider provides the archive's meter; nil means no-op.
+	MeterProvider metric.MeterProvider
+	// Clock returns the current time; nil means time.Now.
+	Clock func() time.Time
+
+	// Floor is a durable lower bound of the record count kept outside the
+	// archive (the primary's record of completed deliveries; see the
+	// anchors in floor.go). Open refuses an archive holding fewer records
+	// with a *LostRecordsError, and refuses to create an archive at all
+	// while Floor > 0: events were completed into one that is now gone.
+	Floor int64
+	// With CheckHistory, Incarnation and LastCommit are the primary's
+	// history incarnation and last commit sequence: Open refuses with
+	// ErrHistoryBehind an archive holding an event of that incarnation
+	// beyond LastCommit.
+	CheckHistory            bool
+	Incarnation, LastCommit uint64
+}
+
+// Open opens the archive in dir (the configured, precreated directory),
+// creating the store on first start.
+//
+// With Options.FS == nil it first runs the custody audit of dir. If dir is
+// empty it creates dir/archive.pebble (0700) and writes the format marker,
+// the binding and zero accounting in one synced batch. Otherwise it refuses
+// a store whose Pebble format is outside [FormatMajorVersion,
+// pebble.FormatNewest] or whose archive marker is absent or unknown
+// (ErrIncompatibleFormat), or that is bound to another database
+// (ErrBindingChanged). Finally it validates every record in bounded pages
+// (decode, checksum, event hash, binding) and compares count and Σ charges
+// with the durable accounting (ErrCorrupt on any difference).
+func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
+	if opts.QuotaEncodedBytes <= 0 {
+		return nil, fmt.Errorf("%w: quota must be positive", ErrInvalidArgument)
+	}
+	s := &Store{
+		dir:     dir,
+		quota:   opts.QuotaEncodedBytes,
+		minFree: cmp.Or(opts.MinFreeBytes, DefaultMinFreeBytes),
+		log:     opts.Logger,
+		clock:   opts.Clock,
+		readers: make(map[*Reader]struct{}),
+	}
+	s.timeout = cmp.Or(opts.TxnTimeout, DefaultTxnTimeout)
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	s.st = &engineState{log: s.log, clock: s.clock}
+	if err := s.initTelemetry(opts); err != nil {
+		return nil, err
+	}
+
+	var exists bool
+	if opts.FS == nil {
+		var err error
+		if exists, err = Audit(dir); err != nil {
+			return nil, mapError("custody audit", err)
+		}
+		s.fs, s.realFS = newCustodyFS(walfill.New(vfs.Default)), true
+	} else {
+		var err error
+		s.fs = opts.FS
+		if exists, err = dirHoldsStore(s.fs, dir); err != nil {
+			return nil, err
+		}
+	}
+	s.storeDir = s.fs.PathJoin(dir, StoreDirName)
+
+	if !exists && opts.Floor > 0 {
+		return nil, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
+	}
+	if err := s.open(ctx, exists, opts); err != nil {
+		return nil, err
+	}
+	if err := s.registerGauges(); err != nil {
+		_ = s.closeDB()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dirHoldsStore is the existence check for a non-default FS (the custody
+// audit does it for the real filesystem).
+func dirHoldsStore(fs vfs.FS, dir string) (bool, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return false, newError(ErrUnavailable, "archive directory is missing or unreadable", err)
+	}
+	switch {
+	case len(names) == 0:
+		return false, nil
+	case len(names) == 1 && names[0] == StoreDirName:
+		return true, nil
+	}
+	return false, newError(ErrRefused, "archive directory holds entries other than the store", nil)
+}
+
+func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
+	// Existence is riffdb's decision (internal/existence): a store directory
+	// without the floor file that riffdb writes at creation is created
+	// (again) only if it provably never held a committed write; any other
+	// store must be opened as it is, and is refused before Pebble touches
+	// it when Pebble's own markers are missing (Pebble would create a new
+	// store and delete the old tables and logs as obsolete).
+	create := !exists
+	if exists {
+		_, _, marked, err := readFloor(s.fs, s.storeDir)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		marked = marked || err != nil // a damaged floor file still marks a created store
+		if !marked {
+			if create, err = existence.NeverCommitted(s.fs, s.storeDir); err != nil {
+				return mapError("reading the store directory", err)
+			}
+		}
+		if create {
+			names, err := s.fs.List(s.storeDir)
+			if err != nil {
+				return mapError("reading the store directory", err)
+			}
+			if len(names) > 0 {
+				s.log.Warn("archive store creation was interrupted; creating it again")
+				if err := existence.Reset(s.fs, s.storeDir); err != nil {
+					return mapError("restarting the interrupted creation", err)
+				}
+			}
+		} else {
+			desc, err := pebble.Peek(s.storeDir, s.fs)
+			if err != nil {
+				return mapError("reading the storage engine format", err)
+			}
+			if !desc.Exists || desc.FormatMajorVersion == pebble.FormatDefault {
+				return newError(ErrCorrupt, "the storage engine's markers are missing from an archive that was created before; "+
+					"it is refused rather than created again (restore the missing file or the archive from a backup)", nil)
+			}
+			if desc.FormatMajorVersion < FormatMajorVersion || desc.FormatMajorVersion > pebble.FormatNewest {
+				return fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
+					ErrIncompatibleFormat, desc.FormatMajorVersion, FormatMajorVersion, pebble.FormatNewest)
+			}
+		}
+	}
+	if create && opts.Floor > 0 {
+		// Completed deliveries went into an archive that is gone: never
+		// create a new one in its place.
+		return &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
+	}
+	if create {
+		if err := s.fs.MkdirAll(s.storeDir, 0o700); err != nil {
+			return mapError("creating the store", err)
+		}
+	}
+	s.inst = newInstanceFS(s.fs)
+	o := pebbleOptions(s.st, s.inst, s.realFS)
+	o.ErrorIfNotExists = !create
+	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
+		db, err := pebble.Open(s.storeDir, o)
+		s.db = db
+		return err
+	})
+	if err != nil {
+		// A failed Open releases its lock, unless a fatal error ended it
+		// midway (a write of its flush or manifest failed): then the lock
+		// would stay held until the process exits. Fence and release.
+		s.inst.abandon()
+		return err
+	}
+	if err := s.initMeta(ctx, opts.Database, create); err != nil {
+		_ = s.closeDB()
+		return err
+	}
+	if err := s.validate(ctx); err != nil {
+		_ = s.closeDB()
+		return err
+	}
+	if err := s.checkAnchors(ctx, opts); err != nil {
+		_ = s.closeDB()
+		return err
+	}
+	return nil
+}
+
+// checkAnchors compares the validated accounting with the lower bounds kept
+// outside the archive's log (floor.go), and writes the floor file when it is
+// missing (a new archive, or one created before floor files existed).
+func (s *Store) checkAnchors(ctx context.Context, opts Options) error {
+	id, floor, ok, err := readFloor(s.fs, s.storeDir)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if id != s.binding {
+			return newError(ErrCorrupt, "the archive's floor file names another database", nil)
+		}
+		if err := checkFloor(s.acct, floor.Records, anchorFloorFile); err != nil {
+			return err
+		}
+	}
+	if err := checkFloor(s.acct, opts.Floor, anchorPrimary); err != nil {
+		return err
+	}
+	if opts.CheckHistory {
+		if err := s.checkHistory(ctx, opts.Incarnation, opts.LastCommit); err != nil {
+			return err
+		}
+	}
+	if !ok {
+		return writeFloor(s.fs, s.storeDir, s.binding, s.acct)
+	}
+	return nil
+}
+
+// initMeta reads (or, on a store without any key, writes) the format
+// marker, binding and accounting.
+func (s *Store) initMeta(ctx context.Context, database event.DatabaseID, create bool) error {
+	m, err := s.readMeta(ctx)
+	if errors.Is(err, errNoMarker) {
+		empty, eerr := s.isEmpty(ctx)
+		if eerr != nil {
+			return eerr
+		}
+		if !empty {
+			return newError(ErrIncompatibleFormat, "the store has no archive format marker", nil)
+		}
+		if !create {
+			// The store held committed writes once (it was not fresh), so
+			// its metadata was written: it lost everything.
+			return newError(ErrCorrupt, "the archive's metadata is missing from an archive that was created before", nil)
+		}
+		b := s.db.NewBatch()
+		_ = b.Set(keyFormat, encodeMarker(formatVersion), nil)
+		_ = b.Set(keyBinding, encodeBinding(database), nil)
+		_ = b.Set(keyAccounting, encodeAccounting(accounting{}), nil)
+		if err := guarded(ctx, s.st, s.timeout, "creating the archive metadata", true, func() error {
+			err := b.Commit(pebble.Sync)
+			_ = b.Close()
+			return err
+		}); err != nil {
+			return err
+		}
+		s.log.Info("archive created", zap.String("database_id", database.String()))
+		m = meta{version: formatVersion, binding: database}
+	} else if err != nil {
+		return err
+	}
+	if m.binding != database {
+		return fmt.Errorf("%w: archive is bound to database %s", ErrBindingChanged, m.binding)
+	}
+	s.binding = m.binding
+	s.acct = m.acct
+	s.records.Store(m.acct.Records)
+	s.encoded.Store(m.acct.EncodedBytes)
+	return nil
+}

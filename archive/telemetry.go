@@ -1,0 +1,80 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// instrumentationName names the archive's tracer and meter.
+const instrumentationName = "github.com/riffdb/riffdb/archive"
+
+func (s *Store) initTelemetry(opts Options) error {
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	mp := opts.MeterProvider
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	s.tracer = tp.Tracer(instrumentationName)
+	s.dbAttr = attribute.String("riffdb.database", opts.Alias)
+	m := mp.Meter(instrumentationName)
+	var err error
+	if s.txnDur, err = m.Float64Histogram("riffdb.archive.txn.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of archive transactions.")); err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	if s.accepted, err = m.Int64Counter("riffdb.archive.accepted.events",
+		metric.WithDescription("Events handled by archive acceptance, by result (stored, duplicate, refused).")); err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	if s.decisions, err = m.Int64Counter("riffdb.archive.quota.decisions",
+		metric.WithDescription("Group quota checks, by result (fits, does_not_fit).")); err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	s.dbSet = metric.WithAttributeSet(attribute.NewSet(s.dbAttr))
+	s.resultSets = make(map[string]metric.MeasurementOption)
+	for _, result := range []string{"stored", "duplicate", "refused", "fits", "does_not_fit"} {
+		s.resultSets[result] = metric.WithAttributeSet(attribute.NewSet(s.dbAttr, attribute.String("result", result)))
+	}
+	// Known label sets start at 0 so that increase() sees the first event.
+	for _, result := range []string{"stored", "duplicate", "refused"} {
+		s.accepted.Add(context.Background(), 0, s.resultSets[result])
+	}
+	for _, result := range []string{"fits", "does_not_fit"} {
+		s.decisions.Add(context.Background(), 0, s.resultSets[result])
+	}
+	used, err := m.Int64ObservableGauge("riffdb.archive.quota.used", metric.WithUnit("By"),
+		metric.WithDescription("Encoded bytes charged to the archive quota."))
+	if err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	limit, err := m.Int64ObservableGauge("riffdb.archive.quota.limit", metric.WithUnit("By"),
+		metric.WithDescription("Archive quota in encoded bytes."))
+	if err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	s.gaugeInit = func() (metric.Registration, error) {
+		return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			o.ObserveInt64(used, s.encoded.Load(), metric.WithAttributes(s.dbAttr))
+			o.ObserveInt64(limit, s.quota, metric.WithAttributes(s.dbAttr))
+			return nil
+		}, used, limit)
+	}
+	return nil
+}
+
+func (s *Store) registerGauges() error {
+	reg, err := s.gaugeInit()
+	if err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	s.gauges = reg
+	return nil
+}
