@@ -34,6 +34,17 @@ var (
 // pebble.FormatWALSyncChunks, from which on WAL corruption is detected.
 const FormatMajorVersion = pebble.FormatValueSeparation
 
+// checkEngineFormat refuses a storage-engine format outside
+// [FormatMajorVersion, pebble.FormatNewest] with ErrIncompatibleFormat. Open
+// and Inspect both apply it to the format that pebble.Peek reports.
+func checkEngineFormat(v pebble.FormatMajorVersion) error {
+	if v < FormatMajorVersion || v > pebble.FormatNewest {
+		return fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
+			ErrIncompatibleFormat, v, FormatMajorVersion, pebble.FormatNewest)
+	}
+	return nil
+}
+
 // formatMagic and formatVersion make up the archive's own format marker.
 const (
 	formatMagic   = "RIFFARCH"

@@ -3,8 +3,10 @@ package archive
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -128,5 +130,26 @@ func TestValueChecksumCoversKey(t *testing.T) {
 	other.Incarnation = 2
 	if _, _, err := decodeValue(other, encodeValue(k, r)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("value under another key: %v", err)
+	}
+}
+
+// TestCheckEngineFormat pins the range and the message of the one
+// storage-engine format check that Open and Inspect share.
+func TestCheckEngineFormat(t *testing.T) {
+	for _, v := range []pebble.FormatMajorVersion{FormatMajorVersion, pebble.FormatNewest} {
+		if err := checkEngineFormat(v); err != nil {
+			t.Errorf("format %d: %v, want nil", v, err)
+		}
+	}
+	for _, v := range []pebble.FormatMajorVersion{FormatMajorVersion - 1, pebble.FormatNewest + 1} {
+		err := checkEngineFormat(v)
+		if !errors.Is(err, ErrIncompatibleFormat) {
+			t.Fatalf("format %d: %v, want ErrIncompatibleFormat", v, err)
+		}
+		want := fmt.Sprintf("archive: incompatible format: storage engine format %d (supported %d..%d)",
+			v, FormatMajorVersion, pebble.FormatNewest)
+		if err.Error() != want {
+			t.Errorf("format %d: %q, want %q", v, err.Error(), want)
+		}
 	}
 }

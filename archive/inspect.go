@@ -129,9 +129,8 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPage
 		rep.Integrity = IntegrityCorrupt
 		return rep, nil
 	}
-	if desc.FormatMajorVersion < FormatMajorVersion || desc.FormatMajorVersion > pebble.FormatNewest {
-		return rep, fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
-			ErrIncompatibleFormat, desc.FormatMajorVersion, FormatMajorVersion, pebble.FormatNewest)
+	if err := checkEngineFormat(desc.FormatMajorVersion); err != nil {
+		return rep, err
 	}
 	lock, err := pebble.LockDirectory(storeDir, fs)
 	if err != nil {

@@ -190,9 +190,8 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 				return newError(ErrCorrupt, "the storage engine's markers are missing from an archive that was created before; "+
 					"it is refused rather than created again (restore the missing file or the archive from a backup)", nil)
 			}
-			if desc.FormatMajorVersion < FormatMajorVersion || desc.FormatMajorVersion > pebble.FormatNewest {
-				return fmt.Errorf("%w: storage engine format %d (supported %d..%d)",
-					ErrIncompatibleFormat, desc.FormatMajorVersion, FormatMajorVersion, pebble.FormatNewest)
+			if err := checkEngineFormat(desc.FormatMajorVersion); err != nil {
+				return err
 			}
 		}
 	}
