@@ -88,6 +88,5 @@ func (db *DB) OpenedLastSequence() uint64 { return db.openedLast }
 // reported after every member was durably accepted. The floor and the
 // completion count are written in the completion's own batch.
 func (db *DB) CompleteArchived(ctx context.Context, members []Intent, archiveRecords uint64) error {
-	_, err := db.transition(ctx, members, true, false, completable, archiveRecords)
-	return err
+	return db.remove(ctx, members, pebble.NoSync, archiveRecords)
 }
