@@ -11,12 +11,6 @@ import (
 	"github.com/riffdb/riffdb/capability"
 )
 
-func init() {
-	register(func(_, _, capabilityGroup, _ *cobra.Command) {
-		capabilityGroup.AddCommand(newCapabilityCreateCommand())
-	})
-}
-
 // capabilityCreateResult is the JSON result of `riffdb capability create`:
 // the capability and, this once, its token.
 type capabilityCreateResult struct {

@@ -8,10 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(func(_, _, capabilityGroup, _ *cobra.Command) { capabilityGroup.AddCommand(newCapabilityListCommand()) })
-}
-
 // capabilityListResult is the JSON result of `riffdb capability list`.
 type capabilityListResult struct {
 	Capabilities []capabilityResult `json:"capabilities"`

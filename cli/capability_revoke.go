@@ -10,12 +10,6 @@ import (
 	"github.com/riffdb/riffdb/capability"
 )
 
-func init() {
-	register(func(_, _, capabilityGroup, _ *cobra.Command) {
-		capabilityGroup.AddCommand(newCapabilityRevokeCommand())
-	})
-}
-
 // capabilityRevokeResult is the JSON result of `riffdb capability revoke`.
 type capabilityRevokeResult struct {
 	ID      string `json:"id"`

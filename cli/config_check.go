@@ -11,10 +11,6 @@ import (
 	"github.com/riffdb/riffdb/config"
 )
 
-func init() {
-	register(func(_, cfg, _, _ *cobra.Command) { cfg.AddCommand(newConfigCheckCommand()) })
-}
-
 // configCheckResult is the JSON result of `riffdb config check`.
 type configCheckResult struct {
 	Mode      string                `json:"mode"`

@@ -17,10 +17,6 @@ import (
 	"github.com/riffdb/riffdb/loadtest"
 )
 
-func init() {
-	register(func(srv, _, _, _ *cobra.Command) { srv.Root().AddCommand(newLoadtestCommand()) })
-}
-
 func newLoadtestCommand() *cobra.Command {
 	var (
 		cfg                loadtest.Config

@@ -16,10 +16,6 @@ import (
 	"github.com/riffdb/riffdb/event"
 )
 
-func init() {
-	register(func(_, _, _, arch *cobra.Command) { arch.AddCommand(newOutboxArchiveInspectCommand()) })
-}
-
 // inspectResult is the JSON result of `riffdb outbox archive inspect`.
 // AllocatedBytes is null when the physical size could not be measured.
 type inspectResult struct {

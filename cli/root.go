@@ -47,36 +47,37 @@ func NewRootCommand() *cobra.Command {
 	root.PersistentFlags().String("output", "text", "output format: text or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return Local("usage", "%v", err) })
 
-	server := group("server", "Run and query a riffdb server")
-	config := group("config", "Validate configuration")
-	capability := group("capability", "Manage capability tokens (offline, against the credential store)")
-	outbox := group("outbox", "Outbox tools")
-	archive := group("archive", "The durable local outbox archive")
-	outbox.AddCommand(archive)
-	root.AddCommand(server, config, capability, outbox)
-	registerCommands(server, config, capability, archive)
+	root.AddCommand(
+		group("server", "Run and query a riffdb server",
+			newServerStatsCommand(),
+			newServerHealthCommand(),
+			newServerRunCommand(),
+		),
+		group("config", "Validate configuration",
+			newConfigCheckCommand(),
+		),
+		group("capability", "Manage capability tokens (offline, against the credential store)",
+			newCapabilityCreateCommand(),
+			newCapabilityListCommand(),
+			newCapabilityRevokeCommand(),
+		),
+		group("outbox", "Outbox tools",
+			group("archive", "The durable local outbox archive",
+				newOutboxArchiveInspectCommand(),
+			),
+		),
+		newLoadtestCommand(),
+	)
 	return root
 }
 
-// registerCommands attaches each leaf command to its group. Each leaf lives in
-// its own file.
-func registerCommands(server, config, capability, archive *cobra.Command) {
-	for _, add := range commandRegistry {
-		add(server, config, capability, archive)
-	}
-}
-
-// commandRegistry is filled by each command file's init, so that files can be
-// added without editing this one.
-var commandRegistry []func(server, config, capability, archive *cobra.Command)
-
-func register(f func(server, config, capability, archive *cobra.Command)) {
-	commandRegistry = append(commandRegistry, f)
-}
-
-func group(name, short string) *cobra.Command {
-	return &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs,
+// group returns a command that only groups its subcommands: run without one,
+// it prints its help.
+func group(name, short string, subcommands ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() }}
+	cmd.AddCommand(subcommands...)
+	return cmd
 }
 
 func outputMode(cmd *cobra.Command) string {

@@ -18,12 +18,6 @@ import (
 	"github.com/riffdb/riffdb/statsapi"
 )
 
-func init() {
-	register(func(srv, _, _, _ *cobra.Command) {
-		srv.AddCommand(newServerStatsCommand(), newServerHealthCommand())
-	})
-}
-
 // DefaultAddress is where server queries go without --address or RIFFDB_ADDRESS.
 const DefaultAddress = "http://127.0.0.1:7420"
 

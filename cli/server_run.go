@@ -16,10 +16,6 @@ import (
 	"github.com/riffdb/riffdb/server"
 )
 
-func init() {
-	register(func(srv, _, _, _ *cobra.Command) { srv.AddCommand(newServerRunCommand()) })
-}
-
 func newServerRunCommand() *cobra.Command {
 	var (
 		configPath, devDir string
