@@ -9,7 +9,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
@@ -81,14 +80,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 			s.accepted.Add(ctx, 1, s.resultSets[result])
 		}
 		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, Classify(err).String())
-			span.SetAttributes(attribute.String("error.type", Classify(err).String()))
-		} else {
-			span.SetAttributes(attribute.String("riffdb.archive.outcome", out.String()))
-		}
-		span.End()
+		endSpan(span, err, attribute.String("riffdb.archive.outcome", out.String()))
 	}()
 	if err := s.usable(); err != nil {
 		return 0, err

@@ -9,7 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
@@ -41,19 +40,14 @@ func (s *Store) checkFreeSpace(charge int64) error {
 func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n int, err error) {
 	ctx, span := s.tracer.Start(ctx, "riffdb.archive.quota.check", trace.WithAttributes(s.dbAttr, attribute.Int("riffdb.group.size", len(keys))))
 	defer func() {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, Classify(err).String())
-			span.SetAttributes(attribute.String("error.type", Classify(err).String()))
-		} else {
+		if err == nil {
 			result := "fits"
 			if n < len(keys) {
 				result = "does_not_fit"
 			}
 			s.decisions.Add(ctx, 1, s.resultSets[result])
-			span.SetAttributes(attribute.Int("riffdb.group.fits", n))
 		}
-		span.End()
+		endSpan(span, err, attribute.Int("riffdb.group.fits", n))
 	}()
 	if len(keys) != len(records) {
 		return 0, fmt.Errorf("%w: %d keys but %d records", ErrInvalidArgument, len(keys), len(records))

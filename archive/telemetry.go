@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -77,4 +79,18 @@ func (s *Store) registerGauges() error {
 	}
 	s.gauges = reg
 	return nil
+}
+
+// endSpan ends span. With a non-nil err it records err and sets the error's
+// Class as the span status and as error.type; otherwise it sets ok.
+func endSpan(span trace.Span, err error, ok ...attribute.KeyValue) {
+	if err != nil {
+		class := Classify(err).String()
+		span.RecordError(err)
+		span.SetStatus(codes.Error, class)
+		span.SetAttributes(attribute.String("error.type", class))
+	} else {
+		span.SetAttributes(ok...)
+	}
+	span.End()
 }

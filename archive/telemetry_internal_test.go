@@ -3,9 +3,11 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -117,4 +119,37 @@ func gauge(ms []metricdata.Metrics, name string) int64 {
 		}
 	}
 	return -1
+}
+
+func TestEndSpan(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test")
+	ok := attribute.Int("riffdb.group.fits", 3)
+
+	_, span := tracer.Start(context.Background(), "failed")
+	endSpan(span, fmt.Errorf("%w: quota", ErrCapacity), ok)
+	_, span = tracer.Start(context.Background(), "succeeded")
+	endSpan(span, nil, ok)
+
+	ended := spans.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans ended, want 2", len(ended))
+	}
+	failed, succeeded := ended[0], ended[1]
+	if got := failed.Status(); got.Code != codes.Error || got.Description != "capacity" {
+		t.Errorf("failed span status = %+v, want Error/capacity", got)
+	}
+	if got := failed.Attributes(); len(got) != 1 || got[0] != attribute.String("error.type", "capacity") {
+		t.Errorf("failed span attributes = %v, want only error.type=capacity", got)
+	}
+	if got := failed.Events(); len(got) != 1 || got[0].Name != "exception" {
+		t.Errorf("failed span events = %v, want the recorded error", got)
+	}
+	if got := succeeded.Status(); got.Code != codes.Unset {
+		t.Errorf("succeeded span status = %+v, want Unset", got)
+	}
+	if got := succeeded.Attributes(); len(got) != 1 || got[0] != ok {
+		t.Errorf("succeeded span attributes = %v, want %v", got, ok)
+	}
 }
