@@ -17,7 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +25,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/riffdb/riffdb/internal/alias"
 )
 
 // File names inside the credential directory.
@@ -59,8 +60,6 @@ const integrityDomain = "riffdb credential store integrity\x00version "
 // repaired in place: guessing would grant or deny the wrong tokens.
 const restoreAdvice = "restore the credential directory (the key file and the store file together) from a backup, " +
 	"or move it aside and create new capabilities"
-
-var aliasPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
 // Store is a credential store in one directory. It is safe for concurrent
 // use by many goroutines, and by several processes sharing the directory
@@ -428,7 +427,7 @@ func decode(data, key []byte) (document, error) {
 				return document{}, corrupt("capability %s has an unknown permission", r.ID)
 			}
 		}
-		if r.Database != "" && !aliasPattern.MatchString(r.Database) {
+		if r.Database != "" && !alias.Valid(r.Database) {
 			return document{}, corrupt("capability %s has a malformed database alias", r.ID)
 		}
 	}
@@ -616,7 +615,7 @@ func (s *Store) Create(name string, perms []Permission, database string) (string
 	if err := validName(name); err != nil {
 		return "", Capability{}, err
 	}
-	if database != "" && !aliasPattern.MatchString(database) {
+	if database != "" && !alias.Valid(database) {
 		return "", Capability{}, fmt.Errorf("%w: database alias %q is malformed", ErrInvalid, truncate(database, 64))
 	}
 	if len(perms) == 0 {

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-)
 
-// aliasPattern is the syntax of a database alias.
-var aliasPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	"github.com/riffdb/riffdb/internal/alias"
+)
 
 // logLevels are the accepted values of telemetry.log_level.
 var logLevels = []string{"debug", "info", "warn", "error"}
@@ -38,8 +36,8 @@ func (c *Config) Validate() error {
 	seen := make(map[string]bool, len(c.Databases))
 	for i := range c.Databases {
 		d := &c.Databases[i]
-		if !aliasPattern.MatchString(d.Alias) {
-			return invalidf("database alias %s is invalid: an alias is a lowercase letter followed by up to 63 lowercase letters, digits, '_' or '-'", aliasName(d.Alias))
+		if !alias.Valid(d.Alias) {
+			return invalidf("database alias %s is invalid: an alias is "+alias.Syntax, aliasName(d.Alias))
 		}
 		if seen[d.Alias] {
 			return invalidf("database alias %s is configured twice", aliasName(d.Alias))
