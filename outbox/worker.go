@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/testsignal"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -121,6 +122,16 @@ type Worker struct {
 	deadEnd *event.ID
 	wake    chan struct{}
 	nextDue time.Time // earliest scheduled retry seen by the last pass
+
+	testSignals workerTestSignals
+}
+
+// workerTestSignals tell tests when the loop reached a step, so they wait
+// for it instead of sleeping. They are inert unless a test initialises them
+// (export_test.go) before Start.
+type workerTestSignals struct {
+	PassEnded testsignal.TestSignal[PassResult] // a pass of the loop returned
+	Parked    testsignal.TestSignal[struct{}]   // the loop is about to wait for its next pass
 }
 
 // New returns a worker. It does nothing until Start (or RunOnce).
@@ -198,6 +209,7 @@ func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("outbox pass failed", zap.Error(err))
 		}
+		w.testSignals.PassEnded.Signal(res)
 		if w.Health().State == StateStopped {
 			<-ctx.Done()
 			return
@@ -215,6 +227,7 @@ func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 				wait = max(d, 0)
 			}
 		}
+		w.testSignals.Parked.Signal(struct{}{})
 		select {
 		case <-ctx.Done():
 			return

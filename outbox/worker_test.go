@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -250,18 +251,6 @@ func (b *bundle) pending(t *testing.T) uint64 {
 	return n
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestRunsOfSixteenAndCompletionAtBoundAndPageEnd(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.commit(t, 40)
@@ -269,10 +258,10 @@ func TestRunsOfSixteenAndCompletionAtBoundAndPageEnd(t *testing.T) {
 	if res.Stored != 40 || res.Completed != 40 || res.Claimed != 40 {
 		t.Fatalf("pass = %+v", res)
 	}
-	if want := []int{16, 16, 8}; !equalInts(b.src.claims, want) {
+	if want := []int{16, 16, 8}; !slices.Equal(b.src.claims, want) {
 		t.Fatalf("claims %v, want %v", b.src.claims, want)
 	}
-	if want := []int{16, 16, 8}; !equalInts(b.src.completes, want) {
+	if want := []int{16, 16, 8}; !slices.Equal(b.src.completes, want) {
 		t.Fatalf("completions %v, want %v (bound, bound, page end)", b.src.completes, want)
 	}
 	if n := b.pending(t); n != 0 {
@@ -287,10 +276,10 @@ func TestRunsNeverCrossAPage(t *testing.T) {
 	b := setup(t, 1<<30, 10)
 	b.commit(t, 25)
 	b.run(t)
-	if want := []int{10, 10, 5}; !equalInts(b.src.claims, want) {
+	if want := []int{10, 10, 5}; !slices.Equal(b.src.claims, want) {
 		t.Fatalf("claims %v, want %v", b.src.claims, want)
 	}
-	if want := []int{10, 10, 5}; !equalInts(b.src.completes, want) {
+	if want := []int{10, 10, 5}; !slices.Equal(b.src.completes, want) {
 		t.Fatalf("completions %v, want %v (each flushed at page end)", b.src.completes, want)
 	}
 }
@@ -322,13 +311,13 @@ func TestRunEndsAtIntentNotDue(t *testing.T) {
 	// instead check the run boundary with a fresh pending event after 3.
 	b.commit(t, 2) // events 6, 7 are pending and due
 	res = b.run(t)
-	if want := []int{2}; !equalInts(b.src.claims, want) {
+	if want := []int{2}; !slices.Equal(b.src.claims, want) {
 		t.Fatalf("claims %v, want %v: the run must start after the not-due intents", b.src.claims, want)
 	}
 	b.clock.Advance(outbox.RetryDelay)
 	b.src.claims = nil
 	res = b.run(t)
-	if want := []int{3}; !equalInts(b.src.claims, want) || res.Completed != 3 {
+	if want := []int{3}; !slices.Equal(b.src.claims, want) || res.Completed != 3 {
 		t.Fatalf("after the retry delay: claims %v, pass %+v", b.src.claims, res)
 	}
 	for _, in := range b.intents(t) {
@@ -367,7 +356,7 @@ func TestRunEndsAtIntentNotDueInTheMiddle(t *testing.T) {
 	b.src.claims = nil
 	b.run(t)
 	// Index order: 2 (not due), 3 (due, retry), 4, 5, 6 → one run of 4 after 2.
-	if want := []int{4}; !equalInts(b.src.claims, want) {
+	if want := []int{4}; !slices.Equal(b.src.claims, want) {
 		t.Fatalf("claims %v, want %v", b.src.claims, want)
 	}
 }
@@ -416,7 +405,7 @@ func TestRunEndsAtExhaustedIntent(t *testing.T) {
 	b.dst.acceptHook = nil
 	b.src.claims = nil
 	res := b.run(t)
-	if res.DeadLettered != 1 || !equalInts(b.src.claims, []int{2}) {
+	if res.DeadLettered != 1 || !slices.Equal(b.src.claims, []int{2}) {
 		t.Fatalf("pass %+v claims %v: the exhausted intent must be dead-lettered on its own and the run start after it", res, b.src.claims)
 	}
 }
@@ -429,7 +418,7 @@ func TestQuotaPausesWithoutSpendingAttempts(t *testing.T) {
 	one := int64(event.KeyLen + all[0].EncodedLen)
 	b.dst.quota = 3*one + one/2
 	res := b.run(t)
-	if res.Stored != 3 || !equalInts(b.src.claims, []int{3}) {
+	if res.Stored != 3 || !slices.Equal(b.src.claims, []int{3}) {
 		t.Fatalf("pass %+v claims %v: the run must end at the first event that does not fit", res, b.src.claims)
 	}
 	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonCapacityExhausted {
@@ -493,7 +482,7 @@ func TestCompletionFlushedBeforeFailureHandling(t *testing.T) {
 		return nil
 	}
 	res := b.run(t)
-	if !equalInts(b.src.completes, []int{2}) || res.Retried != 3 {
+	if !slices.Equal(b.src.completes, []int{2}) || res.Retried != 3 {
 		t.Fatalf("completes %v pass %+v: the two accepted members must be completed before the retry", b.src.completes, res)
 	}
 	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonDestinationUnavailable {
@@ -685,16 +674,6 @@ func (s *recordingSource) scannedIntents() int {
 	return s.scanned
 }
 
-// waitUntil polls cond in real time for up to 10s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // TestHaltedWorkerWaitsForTheProbeInterval runs the worker's own loop: once
 // a pass has halted (here: the archive is full), commits arriving do not
 // start passes (each would probe, scan a page and check the quota, taking
@@ -702,23 +681,43 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // timer, stood in for by Wake (the fake clock's timers never fire).
 func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
 	b := setup(t, 0, 500) // a zero quota: nothing fits
+	sig := b.w.InitTestSignals(t)
 	if err := b.w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.w.Stop(context.Background()) })
 	b.commit(t, 1)
-	waitUntil(t, "capacity_exhausted", func() bool { return b.w.Health().Reason == outbox.ReasonCapacityExhausted })
-	// The loop may still be finishing the halted pass; once it waits, no
-	// commit notification may start another.
-	time.Sleep(50 * time.Millisecond)
-	scanned := b.src.scannedIntents()
-	b.commit(t, 50)
-	time.Sleep(200 * time.Millisecond)
-	if got := b.src.scannedIntents(); got != scanned {
-		t.Fatalf("commits started passes while delivery was halted: %d intents scanned, was %d", got, scanned)
+	// Every pass of the loop is followed by a park: wait for the park that
+	// follows the pass that halted (an earlier pass may have found nothing).
+	for {
+		res := sig.PassEnded.WaitOrTimeout()
+		sig.Parked.WaitOrTimeout()
+		if res.Halted != "" {
+			break
+		}
 	}
+	if h := b.w.Health(); h.Reason != outbox.ReasonCapacityExhausted {
+		t.Fatalf("health %+v after the halted pass, want capacity_exhausted", h)
+	}
+	scanned := b.src.scannedIntents()
+	b.commit(t, 50) // each notifies the parked loop
 	b.w.Wake()
-	waitUntil(t, "the interval's pass", func() bool { return b.src.scannedIntents() == scanned+51 })
+	if res := sig.PassEnded.WaitOrTimeout(); res.Halted != outbox.ReasonCapacityExhausted {
+		t.Fatalf("the interval's pass: %+v, want halted by capacity_exhausted", res)
+	}
+	sig.Parked.WaitOrTimeout()
+	// Stopping is the barrier: once Stop returns the loop has exited, so
+	// every pass it ran has signalled. Only the one Wake asked for may have
+	// run; a pass started by a commit notification would show as a second
+	// pass and another 51 intents scanned.
+	if err := b.w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sig.PassEnded.RequireEmpty()
+	sig.Parked.RequireEmpty()
+	if got := b.src.scannedIntents(); got != scanned+51 {
+		t.Fatalf("%d intents scanned, want %d: commits started passes while delivery was halted", got, scanned+51)
+	}
 	b.src.mu.Lock()
 	claims := len(b.src.claims)
 	b.src.mu.Unlock()

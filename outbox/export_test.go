@@ -1,0 +1,11 @@
+package outbox
+
+import "github.com/riffdb/riffdb/internal/testsignal"
+
+// InitTestSignals arms the worker's test signals for tb and returns them.
+// Call it before Start.
+func (w *Worker) InitTestSignals(tb testsignal.TB) *workerTestSignals {
+	w.testSignals.PassEnded.Init(tb)
+	w.testSignals.Parked.Init(tb)
+	return &w.testSignals
+}
