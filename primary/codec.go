@@ -2,16 +2,11 @@ package primary
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/riffdb/riffdb/event"
 )
-
-// ErrCorrupt is returned when a record read back from the store is not a
-// well-formed encoding. The store cannot be trusted past it.
-var ErrCorrupt = errors.New("primary: corrupt record")
 
 // Key layout. Every key starts with a one-byte namespace so that each record
 // kind is one contiguous, separately boundable range.

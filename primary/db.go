@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,34 +29,6 @@ import (
 // pebble.FormatWALSyncChunks so that a damaged WAL is detected instead of
 // silently dropping acknowledged commits.
 const FormatMajorVersion = pebble.FormatValueSeparation
-
-// Errors returned by the primary.
-var (
-	// ErrUnknownCommand is returned by Execute for a command the contract does not define.
-	ErrUnknownCommand = errors.New("primary: unknown command")
-	// ErrInvalidInput is returned by Execute when the input does not match the
-	// command's declared input; it wraps contract.ErrInvalidInput.
-	ErrInvalidInput = fmt.Errorf("primary: %w", contract.ErrInvalidInput)
-	// ErrIdempotencyConflict is returned by Execute when an idempotency key
-	// was already used with a different command or input.
-	ErrIdempotencyConflict = errors.New("primary: idempotency key reused with different input")
-	// ErrClosed is returned by every operation after Close.
-	ErrClosed = errors.New("primary: closed")
-	// ErrFailed is returned once the store has failed (a WAL write or sync
-	// error, or detected corruption): durability can no longer be promised
-	// and the server must stop.
-	ErrFailed = errors.New("primary: store failed")
-	// ErrConflict is returned by an intent transition when the stored state
-	// differs from the given prior state (or the intent no longer exists).
-	ErrConflict = errors.New("primary: intent state conflict")
-	// ErrIncompatible is returned by Open for a store this build cannot read.
-	ErrIncompatible = errors.New("primary: incompatible store")
-	// ErrNotFound is returned by LoadEvent for an event that is not stored.
-	ErrNotFound = errors.New("primary: event not found")
-	// ErrBusy is returned by Open when another process holds the store's
-	// lock (a second server on the same data directory).
-	ErrBusy = errors.New("primary: database is held by another process")
-)
 
 // Options configures Open. The zero value of every field except Path and
 // Contract selects a default.
@@ -432,76 +403,6 @@ func (db *DB) enterReady(ctx context.Context) (func(), error) {
 		done()
 		return nil, context.Cause(ctx)
 	}
-}
-
-// fail marks the store failed: from now on every operation returns
-// ErrFailed. It is called for WAL write/sync errors and corruption.
-func (db *DB) fail(err error) {
-	db.failOne.Do(func() {
-		db.failErr.Store(&err)
-		db.failed.Store(true)
-		db.idx.degrade()
-		db.log.Error("primary store failed; durability can no longer be promised, the server must stop", zap.Error(err))
-		close(db.failCh)
-	})
-}
-
-// Failed returns a channel closed when the store has failed, and the cause.
-func (db *DB) Failed() <-chan struct{} { return db.failCh }
-
-// Err returns the cause of the failure, or nil while the store is healthy.
-func (db *DB) Err() error {
-	if p := db.failErr.Load(); p != nil {
-		return fmt.Errorf("%w: %w", ErrFailed, *p)
-	}
-	return nil
-}
-
-// guard runs fn, which writes to the store, on its own goroutine. Pebble
-// reports a fatal commit error through Logger.Fatalf in the committing
-// goroutine; our logger marks the DB failed and ends that goroutine with
-// runtime.Goexit, so the caller here receives ErrFailed instead of the
-// process exiting. Write errors that fn returns must go through writeFailed.
-func (db *DB) guard(fn func() error) error {
-	res := make(chan error, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if !returned {
-				db.fail(errors.New("store write ended without returning"))
-				res <- ErrFailed
-			}
-		}()
-		err := fn()
-		returned = true
-		res <- err
-	}()
-	return <-res
-}
-
-// writeFailed fails the store after a write (apply or sync) error: a write
-// Pebble refused leaves its WAL in an unknown state, so durability can no
-// longer be promised.
-func (db *DB) writeFailed(err error) error {
-	db.fail(err)
-	return fmt.Errorf("%w: %w", ErrFailed, err)
-}
-
-// pebbleLogger routes Pebble's logging into zap. Fatalf never exits the
-// process: it fails the DB and ends the calling goroutine.
-type pebbleLogger struct{ db *DB }
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	l.db.log.Debug(fmt.Sprintf(format, args...))
-}
-
-func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.db.log.Error(fmt.Sprintf(format, args...))
-}
-
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	l.db.fail(fmt.Errorf(format, args...))
-	runtime.Goexit()
 }
 
 // Identity returns the database identity.

@@ -1,9 +1,13 @@
 package primary
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
 )
@@ -112,4 +116,32 @@ func (db *DB) UndeliveredCount() (n uint64, state IndexState) {
 		return 0, st
 	}
 	return db.idx.count.Load(), st
+}
+
+// buildIndex verifies the durable count by counting intents (the only full
+// scan of the index), rebuilds the in-memory low-water list, recovers
+// interrupted deliveries and marks the index ready.
+func (db *DB) buildIndex(ctx context.Context) error {
+	counted, stuck, corrupt, err := db.scanIndex()
+	if err != nil {
+		return err
+	}
+	db.idx.count.Store(db.countDur)
+	if corrupt || counted != db.countDur {
+		db.idx.degrade()
+		db.log.Error("primary undelivered count does not match the index; count unavailable",
+			zap.Uint64("stored_count", db.countDur), zap.Uint64("intents", counted), zap.Bool("corrupt_intent", corrupt))
+	}
+	moved, err := db.recover(ctx, stuck)
+	if err != nil {
+		db.idx.degrade()
+		return fmt.Errorf("primary: recover deliveries: %w", err)
+	}
+	if moved > 0 {
+		db.log.Info("primary recovered interrupted deliveries", zap.Int("intents", moved))
+	}
+	db.idx.setReady()
+	close(db.ready)
+	db.refreshUsage()
+	return nil
 }

@@ -1,0 +1,79 @@
+package primary
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"go.uber.org/zap"
+)
+
+// fail marks the store failed: from now on every operation returns
+// ErrFailed. It is called for WAL write/sync errors and corruption.
+func (db *DB) fail(err error) {
+	db.failOne.Do(func() {
+		db.failErr.Store(&err)
+		db.failed.Store(true)
+		db.idx.degrade()
+		db.log.Error("primary store failed; durability can no longer be promised, the server must stop", zap.Error(err))
+		close(db.failCh)
+	})
+}
+
+// Failed returns a channel closed when the store has failed, and the cause.
+func (db *DB) Failed() <-chan struct{} { return db.failCh }
+
+// Err returns the cause of the failure, or nil while the store is healthy.
+func (db *DB) Err() error {
+	if p := db.failErr.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, *p)
+	}
+	return nil
+}
+
+// guard runs fn, which writes to the store, on its own goroutine. Pebble
+// reports a fatal commit error through Logger.Fatalf in the committing
+// goroutine; our logger marks the DB failed and ends that goroutine with
+// runtime.Goexit, so the caller here receives ErrFailed instead of the
+// process exiting. Write errors that fn returns must go through writeFailed.
+func (db *DB) guard(fn func() error) error {
+	res := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				db.fail(errors.New("store write ended without returning"))
+				res <- ErrFailed
+			}
+		}()
+		err := fn()
+		returned = true
+		res <- err
+	}()
+	return <-res
+}
+
+// writeFailed fails the store after a write (apply or sync) error: a write
+// Pebble refused leaves its WAL in an unknown state, so durability can no
+// longer be promised.
+func (db *DB) writeFailed(err error) error {
+	db.fail(err)
+	return fmt.Errorf("%w: %w", ErrFailed, err)
+}
+
+// pebbleLogger routes Pebble's logging into zap. Fatalf never exits the
+// process: it fails the DB and ends the calling goroutine.
+type pebbleLogger struct{ db *DB }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.db.log.Debug(fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.db.log.Error(fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.db.fail(fmt.Errorf(format, args...))
+	runtime.Goexit()
+}
