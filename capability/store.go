@@ -10,12 +10,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,24 +40,6 @@ const (
 	maxNameBytes = 128
 )
 
-// Store file versions. This build writes storeVersion, whose files carry an
-// integrity tag. Earlier builds wrote legacyVersion files, without one: they
-// are read as they are and sealed by the next write (Create or Revoke).
-const (
-	storeVersion  = 2
-	legacyVersion = 1
-)
-
-// integrityDomain starts the input of the store file's integrity tag. The
-// key also hashes tokens; no token contains a NUL byte, so no token hash can
-// be taken for a tag, nor a tag for a token hash.
-const integrityDomain = "riffdb credential store integrity\x00version "
-
-// restoreAdvice ends every ErrCorrupt message. A damaged store is never
-// repaired in place: guessing would grant or deny the wrong tokens.
-const restoreAdvice = "restore the credential directory (the key file and the store file together) from a backup, " +
-	"or move it aside and create new capabilities"
-
 // Store is a credential store in one directory. It is safe for concurrent
 // use by many goroutines, and by several processes sharing the directory
 // (see the package documentation).
@@ -76,42 +55,6 @@ type Store struct {
 	ident     fileIdent
 	lastCheck time.Time
 	reads     int // store-file reads, for tests
-}
-
-// record is one capability as stored: its description (whose fields
-// encoding/json flattens into the record) plus what only the store keeps.
-type record struct {
-	Capability
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-	TokenHash string     `json:"token_hash"` // hex HMAC-SHA-256(key, token)
-
-	hash []byte
-}
-
-// document is the content of the store file, as held in memory.
-type document struct {
-	Capabilities []record
-}
-
-// storeFileJSON is the store file as stored. Capabilities stays raw
-// because the integrity tag covers its bytes as they are in the file
-// (compacted), not a re-encoding of what was decoded: a damaged byte is
-// noticed even where decoding would hide it (invalid UTF-8 in a name decodes
-// as U+FFFD). decodeTop reads it; the tags serve encoding.
-type storeFileJSON struct {
-	Version      int             `json:"version"`
-	Capabilities json.RawMessage `json:"capabilities"`
-	// Integrity is hex HMAC-SHA-256(key, integrityDomain ‖ version ‖ NUL ‖
-	// compacted capabilities); absent in legacyVersion files.
-	Integrity string `json:"integrity,omitempty"`
-}
-
-// fileIdent identifies one version of the store file. Writers replace the
-// file by rename, so the inode changes on every write; times and size guard
-// against inode reuse.
-type fileIdent struct {
-	dev, ino, size int64
-	mtime, ctime   unix.Timespec
 }
 
 // Open opens the credential store in dir, creating dir (mode 0700) and, on
@@ -148,123 +91,6 @@ func OpenWith(dir string, o Options) (*Store, error) {
 	}
 	s.lastCheck = s.now()
 	return s, nil
-}
-
-func prepareDir(dir string) error {
-	var st unix.Stat_t
-	err := unix.Lstat(dir, &st)
-	if errors.Is(err, unix.ENOENT) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("capability: creating the credential directory: %w", pathless(err))
-		}
-		// The umask may have narrowed the mode; the check below wants 0700.
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("capability: setting the credential directory's mode: %w", pathless(err))
-		}
-		err = unix.Lstat(dir, &st)
-	}
-	if err != nil {
-		return fmt.Errorf("capability: examining the credential directory: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("%w: the credential path must be a directory, not a symbolic link or file", ErrInsecure)
-	}
-	if perm := st.Mode & 0o7777; perm != 0o700 {
-		return fmt.Errorf("%w: the credential directory has mode %04o, want 0700", ErrInsecure, perm)
-	}
-	if int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%w: the credential directory is not owned by the server's user", ErrInsecure)
-	}
-	return nil
-}
-
-// locked runs f under the exclusive lock of the store directory.
-func (s *Store) locked(f func() error) error {
-	path := filepath.Join(s.dir, lockFile)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err == nil {
-		// Created now: the umask may have narrowed the mode.
-		if err := unix.Fchmod(fd, 0o600); err != nil {
-			unix.Close(fd)
-			return fmt.Errorf("capability: setting the lock file's mode: %w", err)
-		}
-	} else if errors.Is(err, unix.EEXIST) {
-		fd, err = unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return fmt.Errorf("%w: the lock file is a symbolic link", ErrInsecure)
-		}
-		return fmt.Errorf("capability: opening the lock file: %w", err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("capability: examining the lock file: %w", err)
-	}
-	if err := checkPrivate(&st, "lock file"); err != nil {
-		return err
-	}
-	for {
-		err = unix.Flock(fd, unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("capability: locking the credential store: %w", err)
-	}
-	defer unix.Flock(fd, unix.LOCK_UN) //nolint:errcheck // closing releases it anyway
-	return f()
-}
-
-// checkPrivate requires a regular 0600 file owned by the effective uid with
-// one link.
-func checkPrivate(st *unix.Stat_t, what string) error {
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("%w: the %s is not a regular file", ErrInsecure, what)
-	case st.Mode&0o7777 != 0o600:
-		return fmt.Errorf("%w: the %s has mode %04o, want 0600", ErrInsecure, what, st.Mode&0o7777)
-	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%w: the %s is not owned by the server's user", ErrInsecure, what)
-	case st.Nlink != 1:
-		return fmt.Errorf("%w: the %s has %d hard links, want 1", ErrInsecure, what, st.Nlink)
-	}
-	return nil
-}
-
-// readPrivate reads a private file of the store without following links.
-// It returns fs.ErrNotExist (wrapped) when the file is absent.
-func readPrivate(path, what string) ([]byte, fileIdent, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, fileIdent{}, fmt.Errorf("%w: the %s is a symbolic link", ErrInsecure, what)
-		}
-		if errors.Is(err, unix.ENOENT) {
-			return nil, fileIdent{}, fmt.Errorf("capability: the %s is missing: %w", what, fs.ErrNotExist)
-		}
-		return nil, fileIdent{}, fmt.Errorf("capability: opening the %s: %w", what, err)
-	}
-	f := os.NewFile(uintptr(fd), what)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fileIdent{}, fmt.Errorf("capability: examining the %s: %w", what, err)
-	}
-	if err := checkPrivate(&st, what); err != nil {
-		return nil, fileIdent{}, err
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fileIdent{}, fmt.Errorf("capability: reading the %s: %w", what, pathless(err))
-	}
-	return data, identOf(&st), nil
-}
-
-func identOf(st *unix.Stat_t) fileIdent {
-	return fileIdent{dev: int64(st.Dev), ino: int64(st.Ino), size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
 }
 
 // statIdent returns the identity of the store file without reading it.
@@ -373,164 +199,6 @@ func (s *Store) refresh(force bool) error {
 	return s.reload()
 }
 
-// decode parses and checks a store file. A storeVersion file must carry an
-// integrity tag, which is verified against key; key is nil only when the key
-// file is missing, and the result then cannot be trusted beyond its length.
-// A legacyVersion file has no tag and is accepted as it is.
-func decode(data, key []byte) (document, error) {
-	f, err := decodeTop(data)
-	if err != nil {
-		return document{}, err
-	}
-	switch f.Version {
-	case storeVersion:
-		if err := verify(f, key); err != nil {
-			return document{}, err
-		}
-	case legacyVersion:
-		// A legacy file has no tag: a single damaged byte cannot add one,
-		// so a legacy file with a tag is damaged too.
-		if f.Integrity != "" {
-			return document{}, corrupt("the store file has version %d, which has no integrity tag, but carries one", legacyVersion)
-		}
-	default:
-		return document{}, corrupt("the store file has version %d, want %d", f.Version, storeVersion)
-	}
-	var doc document
-	if len(f.Capabilities) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(f.Capabilities))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&doc.Capabilities); err != nil {
-			return document{}, corrupt("the store file is not valid: %v", err)
-		}
-	}
-	if doc.Capabilities == nil {
-		return document{}, corrupt("the store file has no capabilities list")
-	}
-	ids := make(map[string]bool, len(doc.Capabilities))
-	for i := range doc.Capabilities {
-		r := &doc.Capabilities[i]
-		if !validID(r.ID) || ids[r.ID] {
-			return document{}, corrupt("record %d of the store file has a missing, malformed or duplicate id", i)
-		}
-		ids[r.ID] = true
-		h, err := hex.DecodeString(r.TokenHash)
-		if err != nil || len(h) != sha256.Size {
-			return document{}, corrupt("capability %s has a malformed token hash", r.ID)
-		}
-		r.hash = h
-		if len(r.Permissions) == 0 {
-			return document{}, corrupt("capability %s has no permissions", r.ID)
-		}
-		for _, p := range r.Permissions {
-			if _, err := ParsePermission(string(p)); err != nil {
-				return document{}, corrupt("capability %s has an unknown permission", r.ID)
-			}
-		}
-		if r.Database != "" && !alias.Valid(r.Database) {
-			return document{}, corrupt("capability %s has a malformed database alias", r.ID)
-		}
-	}
-	return doc, nil
-}
-
-// decodeTop decodes the top level of a store file. Its field names must be
-// spelled exactly: encoding/json would match "Version" to "version", hiding
-// a damaged byte outside the part the integrity tag covers.
-func decodeTop(data []byte) (storeFileJSON, error) {
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&fields); err != nil {
-		return storeFileJSON{}, corrupt("the store file is not valid: %v", err)
-	}
-	if dec.More() {
-		return storeFileJSON{}, corrupt("the store file has trailing data")
-	}
-	var f storeFileJSON
-	for name, raw := range fields {
-		var err error
-		switch name {
-		case "version":
-			err = json.Unmarshal(raw, &f.Version)
-		case "capabilities":
-			f.Capabilities = raw
-		case "integrity":
-			err = json.Unmarshal(raw, &f.Integrity)
-		default:
-			return storeFileJSON{}, corrupt("the store file has an unknown field %q", truncate(name, 64))
-		}
-		if err != nil {
-			return storeFileJSON{}, corrupt("the store file's %s is not valid: %v", name, err)
-		}
-	}
-	return f, nil
-}
-
-// verify checks the integrity tag of a storeVersion file against key (only
-// the tag's form when key is nil). A mismatch cannot tell which file is
-// damaged: the key file, the store file, or both, or they come from
-// different copies of the directory.
-func verify(f storeFileJSON, key []byte) error {
-	tag, err := hex.DecodeString(f.Integrity)
-	if err != nil || len(tag) != sha256.Size || strings.ToLower(f.Integrity) != f.Integrity {
-		return corrupt("the store file's integrity tag is missing or malformed")
-	}
-	if key == nil {
-		return nil
-	}
-	var caps bytes.Buffer
-	if err := json.Compact(&caps, f.Capabilities); err != nil {
-		return corrupt("the store file is not valid: %v", err)
-	}
-	if !hmac.Equal(seal(key, f.Version, caps.Bytes()), tag) {
-		return corrupt("the store file's integrity check fails against the key file: " +
-			"one of them is damaged, or they are not from the same copy of the credential directory")
-	}
-	return nil
-}
-
-// seal returns the integrity tag of a store file's version and compacted
-// capabilities.
-func seal(key []byte, version int, capabilities []byte) []byte {
-	h := hmac.New(sha256.New, key)
-	fmt.Fprintf(h, "%s%d\x00", integrityDomain, version)
-	h.Write(capabilities)
-	return h.Sum(nil)
-}
-
-// encode returns the store file for doc, sealed with the store's key. It
-// reads the result back before returning it, so that a store this build
-// cannot verify is never written.
-func (s *Store) encode(doc document) ([]byte, error) {
-	if doc.Capabilities == nil {
-		doc.Capabilities = []record{}
-	}
-	caps, err := json.Marshal(doc.Capabilities)
-	if err != nil {
-		return nil, fmt.Errorf("capability: encoding the store: %w", err)
-	}
-	data, err := json.MarshalIndent(storeFileJSON{
-		Version:      storeVersion,
-		Capabilities: caps,
-		Integrity:    hex.EncodeToString(seal(s.key, storeVersion, caps)),
-	}, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("capability: encoding the store: %w", err)
-	}
-	data = append(data, '\n')
-	if _, err := decode(data, s.key); err != nil {
-		// Not ErrCorrupt: nothing on disk is damaged.
-		return nil, fmt.Errorf("capability: encoding the store: the encoding does not read back: %v", err)
-	}
-	return data, nil
-}
-
-// corrupt returns an error wrapping ErrCorrupt that says what is wrong and
-// what the operator can do.
-func corrupt(format string, args ...any) error {
-	return fmt.Errorf("%w: %s; %s", ErrCorrupt, fmt.Sprintf(format, args...), restoreAdvice)
-}
-
 // write replaces the store file atomically. It runs under the lock.
 func (s *Store) write(doc document) error {
 	data, err := s.encode(doc)
@@ -538,45 +206,6 @@ func (s *Store) write(doc document) error {
 		return err
 	}
 	return writeAtomic(s.dir, storeFile, data)
-}
-
-// writeAtomic writes data to dir/name through a synced temporary file, a
-// rename and a sync of the directory.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("capability: creating a temporary %s: %w", name, pathless(err))
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("capability: setting the mode of a temporary %s: %w", name, pathless(err))
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("capability: writing %s: %w", name, pathless(err))
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("capability: syncing %s: %w", name, pathless(err))
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("capability: closing %s: %w", name, pathless(err))
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("capability: replacing %s: %w", name, pathless(err))
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("capability: opening the credential directory: %w", pathless(err))
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("capability: syncing the credential directory: %w", pathless(err))
-	}
-	return nil
 }
 
 // mutate runs f on a fresh copy of the store under the lock, writes the
@@ -778,18 +407,4 @@ func (r record) capability() Capability {
 	c := r.Capability
 	c.Permissions = slices.Clone(r.Permissions)
 	return c
-}
-
-// pathless strips the path from a *fs.PathError or *os.LinkError, so that
-// messages never reveal where the store lives.
-func pathless(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return fmt.Errorf("%s: %w", le.Op, le.Err)
-	}
-	return err
 }
