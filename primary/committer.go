@@ -218,7 +218,7 @@ func (db *DB) applyGroup(group []*commitReq) (syncJob, error) {
 		now   = db.clock()
 		seq   = db.last
 		cum   = db.lastCum
-		count = db.countDur
+		count = db.durableCount
 		keys  map[string]idemRecord // keys committed earlier in this group
 	)
 	for _, r := range group {
@@ -286,9 +286,9 @@ func (db *DB) applyGroup(group []*commitReq) (syncJob, error) {
 			db.idx.add(r.c.Seq, uint32(len(r.drafts)))
 		}
 	}
-	db.last, db.lastCum, db.countDur = seq, cum, count
-	db.lastAtom.Store(seq)
-	db.cumAtom.Store(cum)
+	db.last, db.lastCum, db.durableCount = seq, cum, count
+	db.lastApplied.Store(seq)
+	db.cumulativeBytes.Store(cum)
 	db.idx.count.Store(count)
 	job.b, job.last = b, seq
 	return job, nil

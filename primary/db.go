@@ -45,7 +45,8 @@ type Options struct {
 
 	// IndexGate, when non-nil, makes Open return as soon as the store is
 	// open, with the undelivered index in state IndexUnbuilt; the count
-	// verification and RecoverDeliveries run once the channel is closed.
+	// verification and the recovery of interrupted deliveries run once the
+	// channel is closed.
 	// Until then every writing operation waits. It exists for tests of
 	// callers that must observe the unbuilt state.
 	IndexGate <-chan struct{}
@@ -65,9 +66,9 @@ type DB struct {
 	fresh bool
 	id    event.DatabaseID
 	// idString is id.String(), for span attributes.
-	idString string
-	incarn   uint64
-	tel      telemetry
+	idString    string
+	incarnation uint64
+	tel         telemetry
 
 	// life guards closed and the in-flight operation count.
 	life    sync.RWMutex
@@ -90,17 +91,19 @@ type DB struct {
 	// mu is the commit critical section: sequence assignment, the durable
 	// count, and entry into Pebble's commit pipeline happen under it, so
 	// WAL order equals sequence order.
-	mu        sync.Mutex
-	last      uint64       // last assigned (and applied) commit sequence
-	lastCum   uint64       // cumulative history bytes through last
-	countDur  uint64       // value of the durable count key as last applied
-	delivered DeliveryMark // the delivery mark as last applied
+	mu           sync.Mutex
+	last         uint64       // last assigned (and applied) commit sequence
+	lastCum      uint64       // cumulative history bytes through last
+	durableCount uint64       // value of the durable count key as last applied
+	delivered    DeliveryMark // the delivery mark as last applied
 	// openedLast is the last commit sequence found by Open.
 	openedLast uint64
-	lastAtom   atomic.Uint64
-	cumAtom    atomic.Uint64
-	prunedCum  atomic.Uint64
-	first      atomic.Uint64 // first retained history seq
+	// lastApplied and cumulativeBytes are last and lastCum, readable
+	// without mu.
+	lastApplied     atomic.Uint64
+	cumulativeBytes atomic.Uint64
+	prunedCum       atomic.Uint64
+	first           atomic.Uint64 // first retained history seq
 
 	// casMu serialises intent read-compare-write transitions.
 	casMu sync.Mutex
@@ -127,8 +130,9 @@ const memTableSize = 32 << 20
 // Open opens (creating if needed) the primary database at opts.Path. On first
 // open it creates the database identity (a UUIDv7) and history incarnation 1.
 // It verifies the durable undelivered count against the intents (the only
-// full scan of the index) and runs RecoverDeliveries before returning, unless
-// opts.IndexGate defers that.
+// full scan of the index) and, from that same scan, returns every delivering
+// intent to pending as RecoverDeliveries would, before returning, unless
+// opts.IndexGate defers both.
 func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.Path == "" {
 		return nil, errors.New("primary: database path is required")
@@ -258,7 +262,7 @@ func (db *DB) load() error {
 			db.fail(err)
 			return fmt.Errorf("primary: create identity: %w", err)
 		}
-		db.id, db.incarn = id, 1
+		db.id, db.incarnation = id, 1
 		db.delivered = DeliveryMark{Incarnation: 1}
 		db.first.Store(1)
 		db.log.Info("primary database created", zap.String("database_id", id.String()))
@@ -279,13 +283,13 @@ func (db *DB) load() error {
 	if v, err = db.get(keyIncarnation); err != nil {
 		return fmt.Errorf("primary: read incarnation: %w", err)
 	}
-	if db.incarn, err = decodeU64(v); err != nil {
+	if db.incarnation, err = decodeU64(v); err != nil {
 		return err
 	}
 	if v, err = db.get(keyCount); err != nil {
 		return fmt.Errorf("primary: read undelivered count: %w", err)
 	}
-	if db.countDur, err = decodeU64(v); err != nil {
+	if db.durableCount, err = decodeU64(v); err != nil {
 		return err
 	}
 	if v, err = db.get(keyPruned); err != nil {
@@ -319,8 +323,8 @@ func (db *DB) load() error {
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("primary: read history: %w", err)
 	}
-	db.lastAtom.Store(db.last)
-	db.cumAtom.Store(db.lastCum)
+	db.lastApplied.Store(db.last)
+	db.cumulativeBytes.Store(db.lastCum)
 	db.openedLast = db.last
 	if err := db.loadDelivered(); err != nil {
 		return err
@@ -409,11 +413,11 @@ func (db *DB) enterReady(ctx context.Context) (func(), error) {
 func (db *DB) Identity() event.DatabaseID { return db.id }
 
 // Incarnation returns the history incarnation.
-func (db *DB) Incarnation() uint64 { return db.incarn }
+func (db *DB) Incarnation() uint64 { return db.incarnation }
 
 // LastCommitSequence returns the highest commit sequence assigned and applied
 // (it may not be durable yet). It reads no store.
-func (db *DB) LastCommitSequence() uint64 { return db.lastAtom.Load() }
+func (db *DB) LastCommitSequence() uint64 { return db.lastApplied.Load() }
 
 // Metrics returns the store's Pebble metrics.
 func (db *DB) Metrics() *pebble.Metrics { return db.store.Metrics() }

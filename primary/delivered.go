@@ -51,7 +51,7 @@ func (db *DB) loadDelivered() error {
 	v, err := db.get(keyDelivered)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		db.delivered = DeliveryMark{Incarnation: db.incarn}
+		db.delivered = DeliveryMark{Incarnation: db.incarnation}
 		return nil
 	case err != nil:
 		return fmt.Errorf("primary: read delivery mark: %w", err)
@@ -60,10 +60,10 @@ func (db *DB) loadDelivered() error {
 	if err != nil {
 		return err
 	}
-	if m.Incarnation != db.incarn {
+	if m.Incarnation != db.incarnation {
 		// A new incarnation starts counting completions afresh; the
 		// archive floor counts every incarnation's records and stays.
-		m = DeliveryMark{Incarnation: db.incarn, ArchiveFloor: m.ArchiveFloor}
+		m = DeliveryMark{Incarnation: db.incarnation, ArchiveFloor: m.ArchiveFloor}
 	}
 	db.delivered = m
 	return nil

@@ -56,11 +56,13 @@
 //
 // # Intent transitions
 //
-// Claim, Renew, Retry, DeadLetter and Complete are compare-and-set against
-// the exact prior state the caller holds, serialised by one mutex and
-// written in one synced batch each. RecoverDeliveries (run by Open) returns
-// every delivering intent to pending: the interrupted claim stays counted as
-// an attempt.
+// Claim, Renew, Retry, DeadLetter and the Complete family are
+// compare-and-set against the exact prior state the caller holds,
+// serialised by one mutex and written in one batch each: synced, except
+// CompleteDeferred and CompleteArchived, which return once the batch is
+// applied. Open, from its count-verifying scan, returns every delivering
+// intent to pending (RecoverDeliveries does the same on demand): the
+// interrupted claim stays counted as an attempt.
 //
 // # Retention
 //

@@ -209,7 +209,7 @@ func (db *DB) checkFloor(f floorRecord) error {
 // the MANIFEST the store was left with.
 func (db *DB) writeCleanFloor() error {
 	fs, dir := db.opts.FS, db.opts.Path
-	f := floorRecord{ID: db.id, Last: db.lastAtom.Load()}
+	f := floorRecord{ID: db.id, Last: db.lastApplied.Load()}
 	if desc, err := pebble.Peek(dir, fs); err == nil && desc.Exists {
 		if n, ok := manifestNum(desc.ManifestFilename); ok {
 			if size, sum, err := manifestSum(fs, desc.ManifestFilename); err == nil {

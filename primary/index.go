@@ -126,11 +126,11 @@ func (db *DB) buildIndex(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db.idx.count.Store(db.countDur)
-	if corrupt || counted != db.countDur {
+	db.idx.count.Store(db.durableCount)
+	if corrupt || counted != db.durableCount {
 		db.idx.degrade()
 		db.log.Error("primary undelivered count does not match the index; count unavailable",
-			zap.Uint64("stored_count", db.countDur), zap.Uint64("intents", counted), zap.Bool("corrupt_intent", corrupt))
+			zap.Uint64("stored_count", db.durableCount), zap.Uint64("intents", counted), zap.Bool("corrupt_intent", corrupt))
 	}
 	moved, err := db.recover(ctx, stuck)
 	if err != nil {

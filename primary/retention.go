@@ -21,7 +21,7 @@ type usage struct {
 // stored events, keys and values) and how many of them Prune could reclaim
 // now. It is O(1) and reads no store.
 func (db *DB) HistoryUsage() (retainedBytes, reclaimableBytes int64) {
-	return int64(db.cumAtom.Load() - db.prunedCum.Load()), db.usage.reclaimable.Load()
+	return int64(db.cumulativeBytes.Load() - db.prunedCum.Load()), db.usage.reclaimable.Load()
 }
 
 // refreshUsage recomputes the reclaimable bytes after a change of the
@@ -38,7 +38,7 @@ func (db *DB) refreshUsage() {
 }
 
 func (db *DB) computeReclaimable() int64 {
-	limit := db.pruneLimit(db.lastAtom.Load(), db.idx.lowWater)
+	limit := db.pruneLimit(db.lastApplied.Load(), db.idx.lowWater)
 	first := db.first.Load()
 	if limit <= first {
 		return 0

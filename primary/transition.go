@@ -72,7 +72,9 @@ func (db *DB) DeadLetter(ctx context.Context, in Intent, reason string) (Intent,
 
 // Complete removes every member, in one synced batch, each CAS from the
 // exact given delivering state, and lowers the undelivered count by their
-// number. All or nothing: ErrConflict if any stored state differs.
+// number. All or nothing: ErrConflict if any stored state differs. The
+// outbox worker completes with CompleteDeferred or CompleteArchived instead,
+// sharing one fsync among completion groups; Complete is the synced form.
 func (db *DB) Complete(ctx context.Context, members []Intent) error {
 	return db.remove(ctx, members, pebble.Sync, 0)
 }
@@ -215,7 +217,7 @@ func (db *DB) casRemove(members []Intent, opts *pebble.WriteOptions, archiveFloo
 		_ = b.Delete(k, nil)
 	}
 	db.mu.Lock()
-	count := db.countDur - uint64(len(members))
+	count := db.durableCount - uint64(len(members))
 	_ = b.Set(keyCount, encodeU64(count), nil)
 	// Every removal is a completion (delivered members leave the index
 	// only that way): count it in the delivery mark.
@@ -227,7 +229,7 @@ func (db *DB) casRemove(members []Intent, opts *pebble.WriteOptions, archiveFloo
 		db.mu.Unlock()
 		return db.writeFailed(err)
 	}
-	db.countDur = count
+	db.durableCount = count
 	db.delivered = mark
 	db.idx.count.Store(count)
 	db.idx.remove(ids)
@@ -311,8 +313,11 @@ func (db *DB) awaitSync(b *pebble.Batch, opts *pebble.WriteOptions) error {
 }
 
 // RecoverDeliveries returns every delivering intent to pending, keeping its
-// attempt count (the interrupted claim counts as an attempt). Open runs it;
-// it returns how many intents it moved.
+// attempt count (the interrupted claim counts as an attempt), in synced
+// batches, and returns how many intents it moved. Open does not call it: it
+// recovers the delivering intents that its count-verifying scan found,
+// through the same transition, so a caller needs RecoverDeliveries only to
+// recover again later (tests use it to simulate a restart's recovery).
 func (db *DB) RecoverDeliveries(ctx context.Context) (int, error) {
 	done, err := db.enterReady(ctx)
 	if err != nil {
