@@ -66,13 +66,13 @@ func TestRealDirectory(t *testing.T) {
 		t.Fatalf("store directory mode: %v, %v", fi, err)
 	}
 	// The server holds the archive: inspection is refused.
-	if _, err := archive.Inspect(ctx, dir, db, 1); !errors.Is(err, archive.ErrBusy) {
+	if _, err := archive.Inspect(ctx, dir, db, archive.InspectOptions{MaxPages: 1}); !errors.Is(err, archive.ErrBusy) {
 		t.Fatalf("Inspect while open: %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := archive.Inspect(ctx, dir, db, 1)
+	rep, err := archive.Inspect(ctx, dir, db, archive.InspectOptions{MaxPages: 1})
 	if err != nil || rep.Integrity != archive.IntegrityVerified || rep.RecordCount != 20 || rep.AllocatedBytes <= 0 {
 		t.Fatalf("Inspect: %+v, %v", rep, err)
 	}
@@ -91,7 +91,7 @@ func TestRealDirectoryRefusals(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
 	missing := filepath.Join(base, "missing")
-	_, err := archive.Inspect(ctx, missing, db, 1)
+	_, err := archive.Inspect(ctx, missing, db, archive.InspectOptions{MaxPages: 1})
 	if !errors.Is(err, archive.ErrNotFound) {
 		t.Fatalf("Inspect of a missing directory: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestRealDirectoryRefusals(t *testing.T) {
 		t.Fatal("Inspect created the directory")
 	}
 	empty := privateDir(t)
-	if _, err := archive.Inspect(ctx, empty, db, 1); !errors.Is(err, archive.ErrNotFound) {
+	if _, err := archive.Inspect(ctx, empty, db, archive.InspectOptions{MaxPages: 1}); !errors.Is(err, archive.ErrNotFound) {
 		t.Fatalf("Inspect of an empty directory: %v", err)
 	}
 	if names, _ := os.ReadDir(empty); len(names) != 0 {

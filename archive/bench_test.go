@@ -80,7 +80,7 @@ func BenchmarkInspect(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rep, err := archive.Inspect(ctx, dir, db, archive.MaxInspectPages)
+		rep, err := archive.Inspect(ctx, dir, db, archive.InspectOptions{MaxPages: archive.MaxInspectPages})
 		if err != nil || rep.Integrity != archive.IntegrityVerified {
 			b.Fatalf("%+v, %v", rep, err)
 		}

@@ -91,7 +91,7 @@ func TestBulkLoadIsAValidArchive(t *testing.T) {
 	dir := bulkDir(t)
 	const n = bulkBatch + 1234 // more than one batch, the last one partial
 	bulkLoad(t, dir, testDatabase, n, "p")
-	rep, err := Inspect(ctx, dir, testDatabase, MaxInspectPages)
+	rep, err := Inspect(ctx, dir, testDatabase, InspectOptions{MaxPages: MaxInspectPages})
 	if err != nil {
 		t.Fatal(err)
 	}

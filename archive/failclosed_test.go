@@ -85,7 +85,7 @@ func TestMissingManifestMarkerIsRefused(t *testing.T) {
 	if strings.Contains(err.Error(), dir) {
 		t.Errorf("the error names the path: %v", err)
 	}
-	rep, err := archive.Inspect(context.Background(), dir, db, 256)
+	rep, err := archive.Inspect(context.Background(), dir, db, archive.InspectOptions{MaxPages: 256})
 	if err != nil || rep.Integrity != archive.IntegrityCorrupt {
 		t.Fatalf("Inspect = %+v, %v; want integrity corrupt", rep, err)
 	}
@@ -123,7 +123,7 @@ func TestTruncatedLogIsLostRecords(t *testing.T) {
 			if lost.Missing <= 0 || lost.Missing > 2000 {
 				t.Fatalf("missing = %d", lost.Missing)
 			}
-			rep, err := archive.Inspect(context.Background(), dir, db, 256)
+			rep, err := archive.Inspect(context.Background(), dir, db, archive.InspectOptions{MaxPages: 256})
 			if err != nil || rep.Integrity != archive.IntegrityMismatch || rep.MissingRecords != lost.Missing {
 				t.Fatalf("Inspect = %+v, %v; want mismatch with %d missing", rep, err, lost.Missing)
 			}
@@ -227,7 +227,7 @@ func TestFloorFileDamage(t *testing.T) {
 	if _, err := archive.Open(ctx, dir, opts); !errors.Is(err, archive.ErrCorrupt) {
 		t.Fatalf("Open with a damaged floor file = %v", err)
 	}
-	if rep, err := archive.Inspect(ctx, dir, db, 256); err != nil || rep.Integrity != archive.IntegrityCorrupt {
+	if rep, err := archive.Inspect(ctx, dir, db, archive.InspectOptions{MaxPages: 256}); err != nil || rep.Integrity != archive.IntegrityCorrupt {
 		t.Fatalf("Inspect with a damaged floor file = %+v, %v", rep, err)
 	}
 }

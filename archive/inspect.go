@@ -53,8 +53,21 @@ type InspectReport struct {
 	MissingRecords int64
 }
 
-// Inspect verifies the archive in dir offline, in at most maxPages pages
-// (1..MaxInspectPages) of at most MaxPageRecords records and MaxPageBytes.
+// InspectOptions configure Inspect.
+type InspectOptions struct {
+	// MaxPages bounds the scan to at most MaxPages pages of at most
+	// MaxPageRecords records and MaxPageBytes. It must be in
+	// 1..MaxInspectPages (ErrInvalidArgument otherwise).
+	MaxPages int
+	// Progress, when set, is called after every page Inspect examines (for a
+	// progress line on long inspections). It runs on the calling goroutine
+	// and must not block.
+	Progress func(pages int, records int64)
+}
+
+// Inspect verifies the archive in dir offline, in at most opts.MaxPages
+// pages (1..MaxInspectPages) of at most MaxPageRecords records and
+// MaxPageBytes.
 //
 // It refuses a missing archive (ErrNotFound) and never creates anything: it
 // audits custody, checks existence without opening, then takes the store's
@@ -66,22 +79,14 @@ type InspectReport struct {
 // complete scan disagrees with the accounting; "corrupt" on checksum, decode
 // or storage-engine corruption (the report is returned with a nil error in
 // the last three cases). Errors contain no paths and no payloads.
-func Inspect(ctx context.Context, dir string, db event.DatabaseID, maxPages int) (InspectReport, error) {
-	return inspect(ctx, dir, db, maxPages, nil, nil)
-}
-
-// InspectWithProgress is Inspect that calls progress after every page it
-// examines (for a progress line on long inspections). progress runs on the
-// calling goroutine and must not block.
-func InspectWithProgress(ctx context.Context, dir string, db event.DatabaseID, maxPages int,
-	progress func(pages int, records int64)) (InspectReport, error) {
-	return inspect(ctx, dir, db, maxPages, nil, progress)
+func Inspect(ctx context.Context, dir string, db event.DatabaseID, opts InspectOptions) (InspectReport, error) {
+	return inspect(ctx, dir, db, nil, opts)
 }
 
 // inspect is Inspect with a filesystem seam: fs == nil is the real
 // filesystem with the custody audit.
-func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPages int, fs vfs.FS,
-	progress func(pages int, records int64)) (InspectReport, error) {
+func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.FS, opts InspectOptions) (InspectReport, error) {
+	maxPages := opts.MaxPages
 	rep := InspectReport{AllocatedBytes: -1}
 	if maxPages < 1 || maxPages > MaxInspectPages {
 		return rep, fmt.Errorf("%w: max pages must be 1..%d", ErrInvalidArgument, MaxInspectPages)
@@ -139,7 +144,7 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, maxPage
 	defer lock.Close() // after the database below is closed
 
 	st := &engineState{log: zap.NewNop(), clock: time.Now}
-	c := &core{st: st, timeout: DefaultTxnTimeout, progress: progress}
+	c := &core{st: st, timeout: DefaultTxnTimeout, progress: opts.Progress}
 	o := pebbleOptions(st, fs, real)
 	o.ReadOnly, o.Lock, o.ErrorIfNotExists = true, lock, true
 	err = guarded(ctx, st, c.timeout, "opening the store read-only", false, func() error {

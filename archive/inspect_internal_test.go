@@ -31,7 +31,7 @@ func TestInspectVerifiedIsReadOnly(t *testing.T) {
 	t.Parallel()
 	fs := inspectSetup(t, 300)
 	before := snapshotFiles(t, fs, testDir)
-	rep, err := inspect(context.Background(), testDir, testDatabase, 2, fs, nil)
+	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestInspectVerifiedIsReadOnly(t *testing.T) {
 func TestInspectIncomplete(t *testing.T) {
 	t.Parallel()
 	fs := inspectSetup(t, 300)
-	rep, err := inspect(context.Background(), testDir, testDatabase, 1, fs, nil)
+	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 1})
 	if err != nil || rep.Integrity != IntegrityIncomplete || rep.PagesExamined != 1 || rep.ScannedRecords != 256 || rep.RecordCount != 300 {
 		t.Fatalf("report %+v, %v", rep, err)
 	}
@@ -94,7 +94,7 @@ func TestInspectMismatchAndCorrupt(t *testing.T) {
 			t.Parallel()
 			fs := inspectSetup(t, 10)
 			tc.edit(t, fs)
-			rep, err := inspect(context.Background(), testDir, testDatabase, 4, fs, nil)
+			rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 4})
 			if err != nil || rep.Integrity != tc.want {
 				t.Fatalf("report %+v, %v; want %s", rep, err, tc.want)
 			}
@@ -129,14 +129,14 @@ func TestInspectRefusals(t *testing.T) {
 	ctx := context.Background()
 
 	empty := newMemFS(t, false)
-	if _, err := inspect(ctx, testDir, testDatabase, 1, empty, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := inspect(ctx, testDir, testDatabase, empty, InspectOptions{MaxPages: 1}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("empty directory: %v", err)
 	}
 	if names, _ := empty.List(testDir); len(names) != 0 {
 		t.Fatalf("inspect created %v", names)
 	}
 	missing := vfs.NewMem()
-	if _, err := inspect(ctx, testDir, testDatabase, 1, missing, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := inspect(ctx, testDir, testDatabase, missing, InspectOptions{MaxPages: 1}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing directory: %v", err)
 	}
 	if _, err := missing.Stat(testDir); err == nil {
@@ -145,22 +145,22 @@ func TestInspectRefusals(t *testing.T) {
 
 	fs := inspectSetup(t, 3)
 	other := event.DatabaseID{0xff}
-	rep, err := inspect(ctx, testDir, other, 1, fs, nil)
+	rep, err := inspect(ctx, testDir, other, fs, InspectOptions{MaxPages: 1})
 	if !errors.Is(err, ErrBindingChanged) || rep.DatabaseBinding != testDatabase.String() {
 		t.Fatalf("other database: %+v, %v", rep, err)
 	}
 	for _, n := range []int{0, 257} {
-		if _, err := inspect(ctx, testDir, testDatabase, n, fs, nil); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := inspect(ctx, testDir, testDatabase, fs, InspectOptions{MaxPages: n}); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("max pages %d: %v", n, err)
 		}
 	}
 	// While a server holds the archive, inspection is refused.
 	s := mustOpen(t, testOptions(t, fs))
-	if _, err := inspect(ctx, testDir, testDatabase, 1, fs, nil); !errors.Is(err, ErrBusy) {
+	if _, err := inspect(ctx, testDir, testDatabase, fs, InspectOptions{MaxPages: 1}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("held archive: %v", err)
 	}
 	_ = s.Close()
-	if rep, err := inspect(ctx, testDir, testDatabase, 1, fs, nil); err != nil || rep.Integrity != IntegrityVerified {
+	if rep, err := inspect(ctx, testDir, testDatabase, fs, InspectOptions{MaxPages: 1}); err != nil || rep.Integrity != IntegrityVerified {
 		t.Fatalf("after release: %+v, %v", rep, err)
 	}
 }
@@ -192,7 +192,7 @@ func TestInspectTruncatedTableIsCorrupt(t *testing.T) {
 		}
 		_ = f.Close()
 	}
-	rep, err := inspect(context.Background(), testDir, testDatabase, 1, fs, nil)
+	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 1})
 	if err != nil || rep.Integrity != IntegrityCorrupt {
 		t.Fatalf("report %+v, %v", rep, err)
 	}
@@ -216,12 +216,12 @@ func TestInspectReportsProgressPerPage(t *testing.T) {
 	t.Parallel()
 	fs := inspectSetup(t, 300)
 	var calls []int64
-	rep, err := inspect(context.Background(), testDir, testDatabase, 4, fs, func(pages int, records int64) {
+	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 4, Progress: func(pages int, records int64) {
 		if pages != len(calls)+1 {
 			t.Errorf("progress page %d after %d calls", pages, len(calls))
 		}
 		calls = append(calls, records)
-	})
+	}})
 	if err != nil || rep.Integrity != IntegrityVerified {
 		t.Fatalf("inspect: %+v %v", rep, err)
 	}

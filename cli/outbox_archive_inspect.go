@@ -109,7 +109,7 @@ and no event payloads. This implementation requires Linux.`,
 				}
 				defer fmt.Fprintln(stderr)
 			}
-			rep, err := archive.InspectWithProgress(ctx, dir, id, maxPages, progress)
+			rep, err := archive.Inspect(ctx, dir, id, archive.InspectOptions{MaxPages: maxPages, Progress: progress})
 			if err != nil {
 				return inspectError(err, dir, rep)
 			}
