@@ -13,10 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/riffdb/riffdb/internal/testutil"
 )
 
 var binary string
@@ -196,22 +197,8 @@ type proc struct {
 	exitErr error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a child process's output for the test to read.
+type syncBuffer = testutil.SyncBuffer
 
 // start runs `riffdb server run --config` and waits for its ready log line.
 func (e *env) start() *proc {
@@ -351,13 +338,7 @@ func (p *proc) stats(token string) stats {
 // waitFor polls cond every 50 ms until it holds or the deadline passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.WaitFor(t, d, 50*time.Millisecond, what, cond)
 }
 
 // setMode rewrites the [server] table's mode.

@@ -1,7 +1,6 @@
 package telemetry_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,27 +24,13 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/telemetry"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent reads of a test and
-// writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the shared test buffer, safe for the concurrent reads of a
+// test and writes of a logger.
+type syncBuffer = testutil.SyncBuffer
 
 func setup(t *testing.T, cfg telemetry.Config) (*telemetry.Telemetry, *syncBuffer) {
 	t.Helper()
