@@ -3,6 +3,7 @@ package loadtest
 import (
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,21 +110,9 @@ func TestRecorderClampsAndOrdersTies(t *testing.T) {
 	for _, s := range rep.Slowest {
 		seqs = append(seqs, s.Seq)
 	}
-	if want := []int64{3, 2, 4, 5, 7}; !equal(seqs, want) {
+	if want := []int64{3, 2, 4, 5, 7}; !slices.Equal(seqs, want) {
 		t.Errorf("slowest seqs %v, want %v", seqs, want)
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestEmptyReport checks that a run without requests reports zeros, not
