@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/outbox"
+	"github.com/riffdb/riffdb/primary"
+	"github.com/riffdb/riffdb/primary/contract"
+	"github.com/riffdb/riffdb/telemetry"
+)
+
+type database struct {
+	alias     string
+	cfg       config.Database
+	db        *primary.DB
+	dest      *archiveDestination // nil without an outbox section
+	worker    *outbox.Worker      // nil without an outbox section
+	quota     int64
+	unobserve func() error
+
+	unobserveArchive func() error
+}
+
+func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*database, *StartupError) {
+	data, err := os.ReadFile(dc.Contract)
+	if err != nil {
+		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the contract file cannot be read", dc.Alias), err, ErrContract)
+	}
+	c, err := contract.Compile(data)
+	if err != nil {
+		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the contract is invalid", dc.Alias), err, ErrContract)
+	}
+	log := s.log.With(zap.String("database", dc.Alias))
+	db, err := primary.Open(ctx, primary.Options{
+		Alias: dc.Alias, Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
+		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
+	})
+	if err != nil {
+		return nil, s.primaryError(dc.Alias, err)
+	}
+	d := &database{alias: dc.Alias, cfg: dc, db: db}
+	if err := s.attach(d, log); err != nil {
+		if cerr := d.close(); cerr != nil {
+			log.Warn("closing the database after the failed start", zap.Error(cerr))
+		}
+		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the outbox cannot be prepared", dc.Alias), err)
+	}
+	return d, nil
+}
+
+// attach adds the open primary store's metrics and, with an outbox section,
+// its archive destination and worker to d. On error d still records what was
+// attached, for d.close.
+func (s *Server) attach(d *database, log *zap.Logger) error {
+	dc := d.cfg
+	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "primary", dc.Alias, d.db.Metrics); err == nil {
+		d.unobserve = un
+	} else {
+		log.Warn("pebble metrics unavailable", zap.Error(err))
+	}
+	if dc.Outbox == nil {
+		log.Warn("no outbox destination configured: intents stay pending and outbox health is degraded")
+		return nil
+	}
+	d.quota = dc.Outbox.QuotaEncodedBytes
+	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
+		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
+		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
+	})
+	source := d.dest.anchoredTo(d.db)
+	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.dest.Metrics); err == nil {
+		d.unobserveArchive = un
+	} else {
+		log.Warn("archive pebble metrics unavailable", zap.Error(err))
+	}
+	w, err := outbox.New(outbox.Options{
+		Alias: dc.Alias, Source: source, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
+		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
+	})
+	if err != nil {
+		return err
+	}
+	d.worker = w
+	return nil
+}
+
+// registerGauges exports the pending count from the undelivered index, read
+// at collection time (no scans), for every database.
+func (s *Server) registerGauges() error {
+	m := s.tel.MeterProvider.Meter("github.com/riffdb/riffdb/server")
+	pending, err := m.Int64ObservableGauge("riffdb.outbox.pending", metric.WithUnit("{event}"),
+		metric.WithDescription("Undelivered outbox intents (pending, scheduled retries, active deliveries and dead letters) from the commit-coupled index. Absent while the index is unbuilt or degraded."))
+	if err != nil {
+		return err
+	}
+	s.meterReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, d := range s.dbs {
+			if n, st := d.db.UndeliveredCount(); st == primary.IndexReady {
+				o.ObserveInt64(pending, int64(n), metric.WithAttributes(attribute.String("riffdb.database", d.alias)))
+			}
+		}
+		return nil
+	}, pending)
+	return err
+}
+
+func (s *Server) closeStores() error {
+	var errs []error
+	for _, d := range s.dbs {
+		errs = append(errs, d.close())
+	}
+	s.dbs = nil
+	return errors.Join(errs...)
+}
+
+// close closes the database's archive, its metric observers and its primary
+// store (releasing the store's lock). The worker must be stopped first.
+func (d *database) close() error {
+	var errs []error
+	if d.dest != nil {
+		errs = append(errs, d.dest.Close())
+	}
+	if d.unobserve != nil {
+		errs = append(errs, d.unobserve())
+	}
+	if d.unobserveArchive != nil {
+		errs = append(errs, d.unobserveArchive())
+	}
+	return errors.Join(append(errs, d.db.Close())...)
+}
+
+func (s *Server) database(alias string) *database {
+	for _, d := range s.dbs {
+		if d.alias == alias {
+			return d
+		}
+	}
+	return nil
+}
+
+// PruneInterval is how often a database with history_retention prunes.
+const PruneInterval = 10 * time.Second
+
+// watch stops the server when the database's primary store fails (it can no
+// longer promise durability) and, with history retention configured, prunes
+// history periodically below the undelivered low-water mark.
+func (s *Server) watch(ctx context.Context, d *database) {
+	defer s.background.Done()
+	var tick <-chan time.Time
+	if d.cfg.HistoryRetention > 0 {
+		t := time.NewTicker(PruneInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.db.Failed():
+			s.fail(fmt.Errorf("server: database %q: %w", d.alias, d.db.Err()))
+			return
+		case <-tick:
+			if n, err := d.db.Prune(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("history pruning failed", zap.String("database", d.alias), zap.Error(err))
+			} else if n > 0 {
+				s.log.Debug("history pruned", zap.String("database", d.alias), zap.Int("commits", n))
+			}
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/primary"
+)
+
+// ErrUnsupportedPlatform is returned by New on any platform but Linux: the
+// archive's custody checks and the credential store need Linux system calls,
+// and the server refuses rather than run without them.
+var ErrUnsupportedPlatform = errors.New("server: riffdb requires Linux")
+
+// Classes of StartupError. A failure to start matches exactly one of them
+// with errors.Is, except a failure outside these classes (telemetry, an
+// invalid configuration, ErrUnsupportedPlatform), which matches none.
+var (
+	// ErrListen: the API (server.listen) or metrics (server.metrics_listen)
+	// address cannot be bound.
+	ErrListen = errors.New("server: cannot listen")
+	// ErrContract: a database's contract file is missing, unreadable or
+	// invalid.
+	ErrContract = errors.New("server: contract refused")
+	// ErrCredentials: the credential store cannot be opened (a wrong mode
+	// or owner, damage, an unreadable file).
+	ErrCredentials = errors.New("server: credential store refused")
+	// ErrDatabase: a database's primary store cannot be opened. The error
+	// also matches primary.ErrBusy when another process holds the store,
+	// primary.ErrCorrupt when it is damaged (Pebble's corruption included)
+	// and primary.ErrIncompatible when its format is not supported.
+	ErrDatabase = errors.New("server: primary store cannot be opened")
+)
+
+// StartupError is returned by New and Run when the server cannot start. Its
+// message names the option, the database alias and the role concerned and
+// never a filesystem path; errors.Is and errors.As see through it to its
+// class (ErrListen, ErrContract, ErrCredentials, ErrDatabase) and to the
+// underlying error, whose own text may name paths and is for logs only.
+type StartupError struct {
+	msg     string
+	classes []error
+	cause   error
+}
+
+func (e *StartupError) Error() string { return e.msg }
+
+// Unwrap returns the error's classes and its cause.
+func (e *StartupError) Unwrap() []error { return append(slices.Clip(e.classes), e.cause) }
+
+// newStartupError returns a failure to start caused by cause: what, then the
+// cause's text with every path removed.
+func newStartupError(cfg *config.Config, what string, cause error, classes ...error) *StartupError {
+	msg := scrub(cfg, cause)
+	if what != "" {
+		msg = what + ": " + msg
+	}
+	return &StartupError{msg: msg, classes: classes, cause: cause}
+}
+
+// primaryError classifies a failure of primary.Open for the database alias.
+func (s *Server) primaryError(alias string, err error) *StartupError {
+	what := fmt.Sprintf("database %q: ", alias)
+	switch {
+	case errors.Is(err, primary.ErrBusy): // primary.Open could not take the store's lock
+		return &StartupError{
+			msg:     what + "the primary store is held by another process (is another riffdb server running on it?)",
+			classes: []error{ErrDatabase, primary.ErrBusy}, cause: err,
+		}
+	case errors.Is(err, primary.ErrCorrupt) || pebble.IsCorruptionError(err):
+		return newStartupError(s.cfg, what+"the primary store is corrupt", err, ErrDatabase, primary.ErrCorrupt)
+	case errors.Is(err, primary.ErrIncompatible):
+		return newStartupError(s.cfg, what+"the primary store is incompatible with this version", err, ErrDatabase)
+	default:
+		return newStartupError(s.cfg, what+"the primary store cannot be opened", err, ErrDatabase)
+	}
+}
+
+// scrub returns err's text without filesystem paths: withoutPaths removes the
+// paths of *fs.PathError and *os.LinkError anywhere in the tree of wrapped
+// and joined errors, and every path cfg configures that remains (a storage
+// engine may quote one in its own text) is replaced by the name of its role.
+// Joined errors are separated by "; ".
+func scrub(cfg *config.Config, err error) string {
+	msg := withoutPaths(err)
+	type role struct{ path, name string }
+	roles := []role{{cfg.Server.CredentialPath, "<server.credential_path>"}}
+	for _, d := range cfg.Databases {
+		roles = append(roles,
+			role{d.Path, fmt.Sprintf("<path of database %q>", d.Alias)},
+			role{d.Contract, fmt.Sprintf("<contract of database %q>", d.Alias)},
+			role{d.BackupRoot, fmt.Sprintf("<backup_root of database %q>", d.Alias)},
+			role{d.ProjectionRoot, fmt.Sprintf("<projection_root of database %q>", d.Alias)},
+			role{d.ReplicationPath, fmt.Sprintf("<replication_path of database %q>", d.Alias)})
+		if d.Outbox != nil {
+			roles = append(roles, role{d.Outbox.Directory, fmt.Sprintf("<outbox directory of database %q>", d.Alias)})
+		}
+	}
+	// Longest first, so that a path inside another is replaced whole.
+	slices.SortFunc(roles, func(a, b role) int { return len(b.path) - len(a.path) })
+	for _, r := range roles {
+		if r.path != "" {
+			msg = strings.ReplaceAll(msg, r.path, r.name)
+		}
+	}
+	return strings.ReplaceAll(msg, "\n", "; ")
+}
+
+// withoutPaths returns err's text with the path of every *fs.PathError and
+// *os.LinkError in its tree left out (their operation and reason are kept).
+// A wrapping error — fmt.Errorf's %w, errors.Join, *os.SyscallError,
+// *net.OpError — keeps its own words, with the text of each cause replaced
+// by the cause's pathless text. errors.Unwrap alone would not do: it yields
+// nil for a joined error and keeps paths deeper in the chain.
+func withoutPaths(err error) string {
+	switch e := err.(type) {
+	case nil:
+		return ""
+	case *fs.PathError:
+		return e.Op + ": " + withoutPaths(e.Err)
+	case *os.LinkError:
+		return e.Op + ": " + withoutPaths(e.Err)
+	}
+	var causes []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		causes = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		causes = u.Unwrap()
+	}
+	msg := err.Error()
+	from := 0 // causes appear in order (errors.Join, several %w)
+	for _, c := range causes {
+		if c == nil {
+			continue
+		}
+		text := c.Error()
+		i := strings.Index(msg[from:], text)
+		if text == "" || i < 0 {
+			continue
+		}
+		clean := withoutPaths(c)
+		msg = msg[:from+i] + clean + msg[from+i+len(text):]
+		from += i + len(clean)
+	}
+	return msg
+}
+
+// pathFree is an error whose message has no paths and that still matches
+// its cause's chain.
+type pathFree struct {
+	msg   string
+	cause error
+}
+
+func (e pathFree) Error() string { return e.msg }
+func (e pathFree) Unwrap() error { return e.cause }
