@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/internal/goexit"
 )
 
 // engineState records why the storage engine became unusable. Pebble's
@@ -102,8 +104,8 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// errEnded is the internal result of a guarded call whose goroutine ended
-// without returning (Goexit from Fatalf, or a panic).
+// errEnded is the cause recorded for a guarded call whose goroutine ended
+// without returning by Goexit (from Fatalf).
 var errEnded = errors.New("archive: storage engine call ended without returning")
 
 // guarded runs fn, a call into Pebble, in its own goroutine and waits at most
@@ -133,24 +135,7 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 	if err := st.err(); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if returned {
-				return
-			}
-			cause := errEnded
-			if r := recover(); r != nil {
-				cause = fmt.Errorf("storage engine panic: %v", r)
-			}
-			st.fail(newError(ErrUnavailable, op+" ended without returning", cause))
-			done <- errEnded
-		}()
-		err := fn(writing)
-		returned = true
-		done <- err
-	}()
+	done := goexit.Go(func() error { return fn(writing) })
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var ctxDone <-chan struct{}
@@ -159,11 +144,16 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 	}
 	for {
 		select {
-		case err := <-done:
-			if errors.Is(err, errEnded) {
+		case o := <-done:
+			if !o.Returned {
+				cause := errEnded
+				if o.Panic != nil {
+					cause = fmt.Errorf("storage engine panic: %v", o.Panic)
+				}
+				st.fail(newError(ErrUnavailable, op+" ended without returning", cause))
 				return st.err()
 			}
-			return mapError(op, err)
+			return mapError(op, o.Err)
 		case <-timer.C:
 			err := fmt.Errorf("%w: %s timed out after %s: %w", ErrUnavailable, op, timeout, context.DeadlineExceeded)
 			st.fail(err)

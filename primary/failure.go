@@ -6,6 +6,8 @@ import (
 	"runtime"
 
 	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/internal/goexit"
 )
 
 // fail marks the store failed: from now on every operation returns
@@ -31,26 +33,24 @@ func (db *DB) Err() error {
 	return nil
 }
 
-// guard runs fn, which writes to the store, on its own goroutine. Pebble
-// reports a fatal commit error through Logger.Fatalf in the committing
-// goroutine; our logger marks the DB failed and ends that goroutine with
-// runtime.Goexit, so the caller here receives ErrFailed instead of the
-// process exiting. Write errors that fn returns must go through writeFailed.
+// guard runs fn, which writes to the store, on its own goroutine (see
+// internal/goexit). Pebble reports a fatal commit error through
+// Logger.Fatalf in the committing goroutine; our logger marks the DB failed
+// and ends that goroutine with runtime.Goexit, so the caller here receives
+// ErrFailed instead of the process exiting. A panic in fn also fails the
+// DB, and then still ends the process: it is raised again here, its stack
+// logged. Write errors that fn returns must go through writeFailed.
 func (db *DB) guard(fn func() error) error {
-	res := make(chan error, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if !returned {
-				db.fail(errors.New("store write ended without returning"))
-				res <- ErrFailed
-			}
-		}()
-		err := fn()
-		returned = true
-		res <- err
-	}()
-	return <-res
+	o := goexit.Run(fn)
+	if o.Returned {
+		return o.Err
+	}
+	db.fail(errors.New("store write ended without returning"))
+	if o.Panic != nil {
+		db.log.Error("primary store write panicked", zap.Any("panic", o.Panic), zap.ByteString("stack", o.Stack))
+		panic(o.Panic)
+	}
+	return ErrFailed
 }
 
 // writeFailed fails the store after a write (apply or sync) error: a write
