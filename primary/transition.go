@@ -314,10 +314,10 @@ func (db *DB) awaitSync(b *pebble.Batch, opts *pebble.WriteOptions) error {
 
 // RecoverDeliveries returns every delivering intent to pending, keeping its
 // attempt count (the interrupted claim counts as an attempt), in synced
-// batches, and returns how many intents it moved. Open does not call it: it
-// recovers the delivering intents that its count-verifying scan found,
-// through the same transition, so a caller needs RecoverDeliveries only to
-// recover again later (tests use it to simulate a restart's recovery).
+// batches, and returns how many intents it moved. Open does not call it:
+// Open recovers the delivering intents that its count-verifying scan found,
+// with the same transition. RecoverDeliveries is for recovering again later
+// (tests use it to simulate a restart's recovery).
 func (db *DB) RecoverDeliveries(ctx context.Context) (int, error) {
 	done, err := db.enterReady(ctx)
 	if err != nil {
