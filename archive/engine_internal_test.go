@@ -81,20 +81,60 @@ func TestBackgroundErrorsAreRateLimited(t *testing.T) {
 	}
 }
 
+// handoffCtx is a context whose cancellation is handed over rather than
+// broadcast: its Done channel is unbuffered, so cancel returns only once the
+// goroutine waiting on Done (guardedTxn's) has taken the cancellation. That
+// proves the wait saw ctx end, where a sleep could only hope it had.
+type handoffCtx struct {
+	context.Context
+	done     chan struct{}
+	canceled atomic.Bool
+}
+
+func newHandoffCtx() *handoffCtx {
+	return &handoffCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *handoffCtx) Done() <-chan struct{} { return c.done }
+
+func (c *handoffCtx) Err() error {
+	if c.canceled.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// cancel ends the context and reports whether a receiver took the
+// cancellation within d.
+func (c *handoffCtx) cancel(d time.Duration) bool {
+	c.canceled.Store(true)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case c.done <- struct{}{}:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
 // TestGuardedTxnCancelWhileReading: ctx ending before the write began does
 // not abandon the call nor mark the store unusable; fn sees the
 // cancellation and returns without writing.
 func TestGuardedTxnCancelWhileReading(t *testing.T) {
 	t.Parallel()
 	st, _, _ := newTestState()
-	ctx, cancel := context.WithCancel(context.Background())
-	reading := make(chan struct{})
-	go func() { <-reading; cancel() }()
+	ctx := newHandoffCtx()
 	wrote := false
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(atomic.Bool), func(writing *atomic.Bool) error {
-		close(reading)
-		time.Sleep(20 * time.Millisecond) // the read; ctx ends meanwhile
-		writing.Store(true)
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(atomic.Bool), func(*atomic.Bool) error {
+		// The read: ctx ends meanwhile, and guardedTxn has taken the
+		// cancellation once cancel returns. fn then checks ctx before its
+		// write and returns without writing. (It does not set writing
+		// first: guardedTxn reads writing just after taking the
+		// cancellation, and nothing tells the test when that read is done.)
+		if !ctx.cancel(10 * time.Second) {
+			t.Error("guardedTxn did not wait on ctx while fn was reading")
+		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%w: cancelled before writing: %w", ErrUnavailable, err)
 		}
@@ -107,7 +147,6 @@ func TestGuardedTxnCancelWhileReading(t *testing.T) {
 	if st.err() != nil {
 		t.Fatalf("store marked unusable by a cancellation before any write: %v", st.err())
 	}
-	cancel()
 }
 
 // TestGuardedTxnCancelWhileWriting: ctx ending once the write began
