@@ -13,57 +13,78 @@ import (
 // Errors returned by the archive. Every error from this package wraps exactly
 // one of these sentinels (custody errors additionally wrap ErrCustody), so
 // callers decide with errors.Is or with Classify. Messages never contain a
-// filesystem path or event payload bytes.
+// filesystem path or event payload bytes. Each is a *sentinel, so that
+// mapError recognises all of them without a list to keep.
 var (
 	// ErrConflict is returned by Accept when the key is already archived with
 	// different bytes. It is permanent for that event.
-	ErrConflict = errors.New("archive: different event bytes already archived under this key")
+	ErrConflict = newSentinel("archive: different event bytes already archived under this key")
 	// ErrInvalidRecord is returned by Accept and Fit when the record is not a
 	// verifiable stored event for the key (a caller error, permanent for that
 	// event).
-	ErrInvalidRecord = errors.New("archive: record is not a valid stored event for its key")
+	ErrInvalidRecord = newSentinel("archive: record is not a valid stored event for its key")
 	// ErrCapacity is returned when a record does not fit the remaining quota or
 	// the free-space guard of the filesystem refuses the write.
-	ErrCapacity = errors.New("archive: capacity exhausted")
+	ErrCapacity = newSentinel("archive: capacity exhausted")
 	// ErrUnavailable is returned when the archive cannot be used right now:
 	// missing directory, I/O error, timeout, or a store made unusable by a
 	// fatal storage-engine error (Close and Open it again after repair).
-	ErrUnavailable = errors.New("archive: unavailable")
+	ErrUnavailable = newSentinel("archive: unavailable")
 	// ErrRefused is returned when the filesystem refuses access (permission
 	// denied, operation not permitted, read-only file system).
-	ErrRefused = errors.New("archive: access refused")
+	ErrRefused = newSentinel("archive: access refused")
 	// ErrBindingChanged is returned when the archive is bound to another
 	// database identity than the one supplied.
-	ErrBindingChanged = errors.New("archive: bound to a different database")
+	ErrBindingChanged = newSentinel("archive: bound to a different database")
 	// ErrIncompatibleFormat is returned when the archive's format marker or
 	// the storage engine's format version is absent, unknown, too old or too
 	// new.
-	ErrIncompatibleFormat = errors.New("archive: incompatible format")
+	ErrIncompatibleFormat = newSentinel("archive: incompatible format")
 	// ErrCorrupt is returned when stored content fails verification: a
 	// checksum, a decode, a key outside the binding, accounting that disagrees
 	// with the records, or storage-engine corruption.
-	ErrCorrupt = errors.New("archive: corrupt content")
+	ErrCorrupt = newSentinel("archive: corrupt content")
 	// ErrLostRecords is returned when the archive holds fewer records than
 	// a durable lower bound kept outside its log says it held (see the
 	// anchors in floor.go); the error is a *LostRecordsError.
-	ErrLostRecords = errors.New("archive: records lost")
+	ErrLostRecords = newSentinel("archive: records lost")
 	// ErrHistoryBehind is returned by Open when the archive holds an event
 	// of the primary's history incarnation beyond the primary's last
 	// commit: the primary lost its tail or was restored by hand.
-	ErrHistoryBehind = errors.New("archive: holds events beyond the primary's history")
+	ErrHistoryBehind = newSentinel("archive: holds events beyond the primary's history")
 	// ErrClosed is returned by every method of a closed Store or Reader.
-	ErrClosed = errors.New("archive: closed")
+	ErrClosed = newSentinel("archive: closed")
 	// ErrNotFound is returned by Inspect when there is no archive.
-	ErrNotFound = errors.New("archive: no archive found")
+	ErrNotFound = newSentinel("archive: no archive found")
 	// ErrBusy is returned when another process (or another open in this
 	// process) holds the archive.
-	ErrBusy = errors.New("archive: held by another process")
+	ErrBusy = newSentinel("archive: held by another process")
 	// ErrInvalidCursor is returned when a cursor does not decode.
-	ErrInvalidCursor = errors.New("archive: invalid cursor")
+	ErrInvalidCursor = newSentinel("archive: invalid cursor")
 	// ErrInvalidArgument is returned for out-of-range arguments such as a
 	// page bound outside 1..MaxInspectPages or a non-positive quota.
-	ErrInvalidArgument = errors.New("archive: invalid argument")
+	ErrInvalidArgument = newSentinel("archive: invalid argument")
 )
+
+// sentinel is the type of the sentinels above. Being a type of this package
+// (not errors.New's) makes each an archiveError, so mapError recognises it
+// with one errors.As and a sentinel added to the block cannot be left out.
+// Identity is still by pointer: errors.Is behaves as with errors.New.
+type sentinel struct{ msg string }
+
+func newSentinel(msg string) error { return &sentinel{msg: msg} }
+
+func (s *sentinel) Error() string { return s.msg }
+
+func (*sentinel) archiveError() {}
+
+// archiveError is implemented by every error type of this package (the
+// sentinels, storeError and LostRecordsError): an error holding one in its
+// chain was produced here and is already sanitized and classified.
+type archiveError interface {
+	error
+	archiveError()
+}
 
 // Class is the delivery consequence of an archive error, as in the design's
 // failure rules.
@@ -150,6 +171,8 @@ func (e *storeError) Error() string {
 	return b.String()
 }
 
+func (*storeError) archiveError() {}
+
 func (e *storeError) Unwrap() []error {
 	if e.errno != 0 {
 		return []error{e.sentinel, e.errno}
@@ -193,15 +216,9 @@ func mapError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var se *storeError
-	if errors.As(err, &se) {
+	var ours archiveError
+	if errors.As(err, &ours) {
 		return err
-	}
-	for _, s := range []error{ErrConflict, ErrInvalidRecord, ErrCapacity, ErrUnavailable, ErrRefused,
-		ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt, ErrLostRecords, ErrHistoryBehind, ErrClosed, ErrNotFound, ErrBusy} {
-		if errors.Is(err, s) {
-			return err
-		}
 	}
 	if errors.Is(err, ErrCustody) || errors.Is(err, ErrUnsupportedPlatform) {
 		// Custody messages name roles, never paths; keep them for operators.

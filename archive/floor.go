@@ -146,6 +146,8 @@ func (e *LostRecordsError) Error() string {
 // Is makes errors.Is(err, ErrLostRecords) true.
 func (e *LostRecordsError) Is(target error) bool { return target == ErrLostRecords }
 
+func (*LostRecordsError) archiveError() {}
+
 // MissingRecords returns Missing (for callers that must not import this
 // package to read it).
 func (e *LostRecordsError) MissingRecords() int64 { return e.Missing }
