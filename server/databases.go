@@ -83,7 +83,11 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	} else {
 		log.Warn("archive pebble metrics unavailable", zap.Error(err))
 	}
-	w, err := outbox.New(outbox.Options{
+	newWorker := s.newWorker
+	if newWorker == nil {
+		newWorker = outbox.New
+	}
+	w, err := newWorker(outbox.Options{
 		Alias: dc.Alias, Source: source, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/telemetry"
 )
 
@@ -46,6 +47,9 @@ type Server struct {
 	api, metrics     *http.Server
 
 	indexGate <-chan struct{}
+	// newWorker creates each outbox worker; nil means outbox.New. Tests
+	// make it fail to exercise attach's error path.
+	newWorker func(outbox.Options) (*outbox.Worker, error)
 
 	background     sync.WaitGroup // watch goroutines
 	stopBackground context.CancelFunc
