@@ -101,7 +101,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		committing atomic.Bool // read after a timeout: the call may still run
 	)
 	// One storage call: read the key, decide, and write.
-	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", new(atomic.Bool), func(writing *atomic.Bool) error {
+	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", new(txnPhase), func(phase *txnPhase) error {
 		existing, err := get(s.db, rk)
 		if err != nil {
 			return mapError("reading the key", err)
@@ -129,8 +129,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		b := s.db.NewBatch()
 		_ = b.Set(rk, encodeValue(key, record), nil)
 		_ = b.Set(keyAccounting, encodeAccounting(next), nil)
-		writing.Store(true)
-		if err := ctx.Err(); err != nil {
+		if ctx.Err() != nil || !phase.beginWrite() {
 			_ = b.Close()
 			return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
 		}

@@ -115,31 +115,51 @@ var errEnded = errors.New("archive: storage engine call ended without returning"
 // call abandoned because ctx ended also marks the store unusable, because its
 // outcome is then unknown; a read waits for its result or the timeout.
 func guarded(ctx context.Context, st *engineState, timeout time.Duration, op string, mutating bool, fn func() error) error {
-	var writing *atomic.Bool
+	var phase *txnPhase
 	if mutating {
-		writing = new(atomic.Bool)
-		writing.Store(true)
+		phase = new(txnPhase)
+		phase.v.Store(phaseWriting)
 	}
-	return guardedTxn(ctx, st, timeout, op, writing, func(*atomic.Bool) error { return fn() })
+	return guardedTxn(ctx, st, timeout, op, phase, func(*txnPhase) error { return fn() })
 }
+
+// txnPhase is the phase of a guarded transaction, shared by guardedTxn and
+// its fn: reading, until fn claims the write (beginWrite) or guardedTxn
+// takes a cancellation first (abort). Exactly one of the two wins, so a call
+// cancelled while reading is never abandoned as if it were writing, and a
+// write never starts once the cancellation was taken.
+type txnPhase struct{ v atomic.Int32 }
+
+const (
+	phaseReading int32 = iota
+	phaseWriting
+	phaseAborted
+)
+
+// beginWrite moves the call from reading to writing. false means the call
+// was aborted: fn must return without writing.
+func (p *txnPhase) beginWrite() bool { return p.v.CompareAndSwap(phaseReading, phaseWriting) }
+
+// abort moves the call from reading to aborted; false means it is writing.
+func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseAborted) }
 
 // guardedTxn is guarded for a call that reads and then, possibly, writes:
 // one goroutine for the whole transaction instead of one per step (each
 // handoff between goroutines costs about as much as a tenth of an fsync on
-// a small VM). fn sets *writing and then checks ctx before its first write;
-// ctx ending abandons the call (and marks the store unusable, the write's
-// outcome being unknown) only once *writing is set, so a call cancelled
-// while reading waits for fn, which returns without writing. A nil writing
-// means a read-only call.
-func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, writing *atomic.Bool, fn func(writing *atomic.Bool) error) error {
+// a small VM). fn calls phase.beginWrite before its first write and returns
+// without writing when it fails. ctx ending while fn is still reading aborts
+// the phase and waits for fn; ctx ending once fn is writing abandons the
+// call (and marks the store unusable, the write's outcome being unknown).
+// A nil phase means a read-only call.
+func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, fn func(phase *txnPhase) error) error {
 	if err := st.err(); err != nil {
 		return err
 	}
-	done := goexit.Go(func() error { return fn(writing) })
+	done := goexit.Go(func() error { return fn(phase) })
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var ctxDone <-chan struct{}
-	if writing != nil {
+	if phase != nil {
 		ctxDone = ctx.Done()
 	}
 	for {
@@ -160,10 +180,10 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 			st.log.Error("archive storage engine call timed out; archive marked unusable", zap.String("op", op))
 			return err
 		case <-ctxDone:
-			if !writing.Load() {
-				// Still reading: nothing can be half-written. Wait for
-				// the result or the timeout; fn checks ctx itself after
-				// setting *writing, so it does not start a write now.
+			if phase.abort() {
+				// Still reading: nothing can be half-written, and fn's
+				// beginWrite now fails, so it returns without writing.
+				// Wait for its result or the timeout.
 				ctxDone = nil
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -126,17 +127,22 @@ func TestGuardedTxnCancelWhileReading(t *testing.T) {
 	st, _, _ := newTestState()
 	ctx := newHandoffCtx()
 	wrote := false
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(atomic.Bool), func(*atomic.Bool) error {
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), func(phase *txnPhase) error {
 		// The read: ctx ends meanwhile, and guardedTxn has taken the
-		// cancellation once cancel returns. fn then checks ctx before its
-		// write and returns without writing. (It does not set writing
-		// first: guardedTxn reads writing just after taking the
-		// cancellation, and nothing tells the test when that read is done.)
+		// cancellation once cancel returns. fn then tries to begin its
+		// write, which fails: it returns without writing.
 		if !ctx.cancel(10 * time.Second) {
 			t.Error("guardedTxn did not wait on ctx while fn was reading")
 		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%w: cancelled before writing: %w", ErrUnavailable, err)
+		// guardedTxn aborts the phase just after taking the cancellation.
+		for deadline := time.Now().Add(10 * time.Second); phase.v.Load() != phaseAborted; runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Error("guardedTxn did not abort the reading phase")
+				break
+			}
+		}
+		if !phase.beginWrite() {
+			return fmt.Errorf("%w: cancelled before writing: %w", ErrUnavailable, ctx.Err())
 		}
 		wrote = true
 		return nil
@@ -159,8 +165,10 @@ func TestGuardedTxnCancelWhileWriting(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	start := time.Now()
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(atomic.Bool), func(writing *atomic.Bool) error {
-		writing.Store(true)
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), func(phase *txnPhase) error {
+		if !phase.beginWrite() {
+			t.Error("the write could not begin")
+		}
 		cancel() // ctx ends while the "commit" hangs
 		<-release
 		return nil
