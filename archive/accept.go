@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/attrkey"
 )
 
 // Outcome is the result of a successful Accept.
@@ -64,7 +65,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	start := s.clock()
 	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(
 		s.dbAttr,
-		attribute.String("riffdb.event.id", key.Event.String()),
+		attrkey.EventID.String(key.Event.String()),
 		attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
 		attribute.Int("riffdb.event.bytes", len(record)),
 	))

@@ -10,6 +10,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/riffdb/riffdb/internal/attrkey"
 )
 
 // instrumentationName names the archive's tracer and meter.
@@ -25,7 +27,7 @@ func (s *Store) initTelemetry(opts Options) error {
 		mp = metricnoop.NewMeterProvider()
 	}
 	s.tracer = tp.Tracer(instrumentationName)
-	s.dbAttr = attribute.String("riffdb.database", opts.Alias)
+	s.dbAttr = attrkey.Database.String(opts.Alias)
 	m := mp.Meter(instrumentationName)
 	var err error
 	if s.txnDur, err = m.Float64Histogram("riffdb.archive.txn.duration", metric.WithUnit("s"),

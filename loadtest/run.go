@@ -25,6 +25,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/internal/attrkey"
 )
 
 // ServiceName is the service.name of the spans of a run's own provider.
@@ -284,8 +286,8 @@ func (r *runner) schedule(ctx context.Context, start, deadline time.Time, jobs c
 func (r *runner) do(ctx context.Context, seq int64, since time.Time) outcome {
 	s := r.s
 	ctx, span := r.tracer.Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attribute.Int64("loadgen.seq", seq), attribute.String("riffdb.database", s.Database),
-			attribute.String("riffdb.command", s.Command)))
+		trace.WithAttributes(attribute.Int64("loadgen.seq", seq), attrkey.Database.String(s.Database),
+			attrkey.Command.String(s.Command)))
 	o := outcome{seq: seq, traceID: span.SpanContext().TraceID().String(), sampled: span.SpanContext().IsSampled()}
 	defer span.End()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(s.body(seq)))

@@ -13,6 +13,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -21,11 +22,11 @@ const ScopeName = "github.com/riffdb/riffdb/outbox"
 
 // Attribute keys used on spans and metrics. Ids go on spans only.
 const (
-	AttrDatabase = attribute.Key("riffdb.database")
+	AttrDatabase = attrkey.Database
 	AttrReason   = attribute.Key("riffdb.reason")
 	AttrResult   = attribute.Key("riffdb.result")
 	AttrState    = attribute.Key("riffdb.outbox.state")
-	AttrEvent    = attribute.Key("riffdb.event.id")
+	AttrEvent    = attrkey.EventID
 	AttrAttempt  = attribute.Key("riffdb.outbox.attempt")
 	AttrFirst    = attribute.Key("riffdb.outbox.first_event")
 	AttrLast     = attribute.Key("riffdb.outbox.last_event")

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/attrkey"
 )
 
 // Commit is the result of a command commit.
@@ -35,9 +36,9 @@ type Commit struct {
 func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage, idempotencyKey string) (Commit, error) {
 	start := db.clock()
 	ctx, span := db.tel.tracer.Start(ctx, "riffdb.command", trace.WithAttributes(
-		attribute.String("riffdb.database", db.alias),
-		attribute.String("riffdb.database.id", db.idString),
-		attribute.String("riffdb.command", command),
+		attrkey.Database.String(db.alias),
+		attrkey.DatabaseID.String(db.idString),
+		attrkey.Command.String(command),
 	))
 	c, err := db.execute(ctx, command, input, idempotencyKey)
 	result := resultOf(c, err)

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/riffdb/riffdb/internal/attrkey"
 )
 
 const instrumentationName = "github.com/riffdb/riffdb/primary"
@@ -34,8 +36,8 @@ func (db *DB) durationOption(label, result string) metric.MeasurementOption {
 		return o
 	}
 	return metric.WithAttributes(
-		attribute.String("riffdb.database", db.alias),
-		attribute.String("riffdb.command", label),
+		attrkey.Database.String(db.alias),
+		attrkey.Command.String(label),
 		attribute.String("result", result),
 	)
 }
@@ -47,8 +49,8 @@ func (db *DB) prepareDurationAttrs(commands []string) {
 	for _, c := range append(commands, "_unknown") {
 		for _, r := range results {
 			db.tel.durationAttrs[[2]string{c, r}] = metric.WithAttributeSet(attribute.NewSet(
-				attribute.String("riffdb.database", db.alias),
-				attribute.String("riffdb.command", c),
+				attrkey.Database.String(db.alias),
+				attrkey.Command.String(c),
 				attribute.String("result", r),
 			))
 		}

@@ -7,12 +7,12 @@ import (
 	"os"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
@@ -110,7 +110,7 @@ func (s *Server) registerGauges() error {
 	s.meterReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, d := range s.dbs {
 			if n, st := d.db.UndeliveredCount(); st == primary.IndexReady {
-				o.ObserveInt64(pending, int64(n), metric.WithAttributes(attribute.String("riffdb.database", d.alias)))
+				o.ObserveInt64(pending, int64(n), metric.WithAttributes(attrkey.Database.String(d.alias)))
 			}
 		}
 		return nil

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/riffdb/riffdb/internal/attrkey"
 )
 
 // ScopeName is the instrumentation scope of the instruments created by this
@@ -22,9 +24,9 @@ const ScopeName = "github.com/riffdb/riffdb/telemetry"
 // Attribute keys of the storage-engine instruments.
 const (
 	// StoreKey names the Pebble store: "primary" or "archive".
-	StoreKey = attribute.Key("riffdb.store")
+	StoreKey = attrkey.Store
 	// DatabaseKey is the database alias the store belongs to.
-	DatabaseKey = attribute.Key("riffdb.database")
+	DatabaseKey = attrkey.Database
 )
 
 // Names of the storage-engine instruments registered by ObservePebble.

@@ -1,0 +1,23 @@
+// Package attrkey is the one home of the OpenTelemetry attribute keys that
+// more than one riffdb package puts on spans and metrics. The names are a
+// contract (DESIGN §6 and docs/metrics.md: Prometheus labels follow from
+// them), so they are spelled once. It imports only the OTel attribute API,
+// which every core package may use.
+package attrkey
+
+import "go.opentelemetry.io/otel/attribute"
+
+// Keys shared by spans and metrics. Ids (event, database id, sequence) go
+// on spans only, never on metric labels.
+const (
+	// Database is the database alias: a label on every riffdb metric.
+	Database = attribute.Key("riffdb.database")
+	// DatabaseID is the database identity (spans only).
+	DatabaseID = attribute.Key("riffdb.database.id")
+	// Command is the compiled command's name.
+	Command = attribute.Key("riffdb.command")
+	// Store names a storage engine instance: primary or archive.
+	Store = attribute.Key("riffdb.store")
+	// EventID is an event identity (spans only).
+	EventID = attribute.Key("riffdb.event.id")
+)
