@@ -16,6 +16,8 @@ import (
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/existence"
 	"github.com/riffdb/riffdb/internal/walfill"
+
+	"github.com/riffdb/riffdb/internal/clock"
 )
 
 // Defaults applied to zero Options fields.
@@ -53,8 +55,8 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// MeterProvider provides the archive's meter; nil means no-op.
 	MeterProvider metric.MeterProvider
-	// Clock returns the current time; nil means time.Now.
-	Clock func() time.Time
+	// Clock is the archive's clock; nil means clock.Real.
+	Clock clock.Clock
 
 	// Floor is a durable lower bound of the record count kept outside the
 	// archive (the primary's record of completed deliveries; see the
@@ -91,15 +93,12 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		quota:   opts.QuotaEncodedBytes,
 		minFree: cmp.Or(opts.MinFreeBytes, DefaultMinFreeBytes),
 		log:     opts.Logger,
-		clock:   opts.Clock,
+		clock:   clock.Or(opts.Clock).Now,
 		readers: make(map[*Reader]struct{}),
 	}
 	s.timeout = cmp.Or(opts.TxnTimeout, DefaultTxnTimeout)
 	if s.log == nil {
 		s.log = zap.NewNop()
-	}
-	if s.clock == nil {
-		s.clock = time.Now
 	}
 	s.st = &engineState{log: s.log, clock: s.clock}
 	if err := s.initTelemetry(opts); err != nil {

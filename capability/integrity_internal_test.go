@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/riffdb/riffdb/internal/clock"
 )
 
 // sealedStore returns a store holding a global, a scoped and a revoked
@@ -84,7 +86,7 @@ func TestDecodeRefusesEveryFlippedByte(t *testing.T) {
 // with a key encodes to a file that decodes to the same records.
 func FuzzDecode(f *testing.F) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	s, err := OpenWith(filepath.Join(f.TempDir(), "c"), Options{Now: func() time.Time { return now }})
+	s, err := OpenWith(filepath.Join(f.TempDir(), "c"), Options{Clock: clock.Func(func() time.Time { return now })})
 	if err != nil {
 		f.Fatal(err)
 	}

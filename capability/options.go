@@ -1,6 +1,10 @@
 package capability
 
-import "time"
+import (
+	"time"
+
+	"github.com/riffdb/riffdb/internal/clock"
+)
 
 // TokenPrefix starts every token, so that leaked tokens are recognizable.
 const TokenPrefix = "riffdb_"
@@ -11,9 +15,9 @@ const DefaultRefreshInterval = 250 * time.Millisecond
 
 // Options tunes a Store. The zero value selects the defaults.
 type Options struct {
-	// Now is the clock for creation times and refresh throttling
-	// (default time.Now).
-	Now func() time.Time
+	// Clock is the clock for creation times and refresh throttling
+	// (default clock.Real).
+	Clock clock.Clock
 	// RefreshInterval bounds how often Authenticate stats the store file
 	// (default DefaultRefreshInterval).
 	RefreshInterval time.Duration

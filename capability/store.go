@@ -24,6 +24,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/internal/alias"
+
+	"github.com/riffdb/riffdb/internal/clock"
 )
 
 // File names inside the credential directory.
@@ -70,12 +72,9 @@ func Open(dir string) (*Store, error) {
 func OpenWith(dir string, o Options) (*Store, error) {
 	s := &Store{
 		dir:     dir,
-		now:     o.Now,
+		now:     clock.Or(o.Clock).Now,
 		every:   cmp.Or(o.RefreshInterval, DefaultRefreshInterval),
 		compare: hmac.Equal,
-	}
-	if o.Now == nil {
-		s.now = time.Now
 	}
 	if err := prepareDir(dir); err != nil {
 		return nil, err

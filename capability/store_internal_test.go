@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/riffdb/riffdb/internal/clock"
 )
 
 func openAt(t *testing.T, dir string, now *time.Time) *Store {
 	t.Helper()
-	s, err := OpenWith(dir, Options{Now: func() time.Time { return *now }})
+	s, err := OpenWith(dir, Options{Clock: clock.Func(func() time.Time { return *now })})
 	if err != nil {
 		t.Fatal(err)
 	}

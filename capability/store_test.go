@@ -28,6 +28,9 @@ func (c *clock) Now() time.Time {
 	return c.t
 }
 
+// After implements the clock interface; the store never waits on it.
+func (c *clock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
 func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -43,7 +46,7 @@ func setup(t *testing.T) (*capability.Store, bundle) {
 	t.Helper()
 	b := bundle{dir: filepath.Join(t.TempDir(), "credentials"),
 		clock: &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}}
-	s, err := capability.OpenWith(b.dir, capability.Options{Now: b.clock.Now})
+	s, err := capability.OpenWith(b.dir, capability.Options{Clock: b.clock})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -52,7 +55,7 @@ func setup(t *testing.T) (*capability.Store, bundle) {
 
 func (b bundle) open(t *testing.T) *capability.Store {
 	t.Helper()
-	s, err := capability.OpenWith(b.dir, capability.Options{Now: b.clock.Now})
+	s, err := capability.OpenWith(b.dir, capability.Options{Clock: b.clock})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

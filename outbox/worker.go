@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/testsignal"
 	"github.com/riffdb/riffdb/primary"
 )
@@ -74,16 +75,9 @@ type Destination interface {
 	Accept(ctx context.Context, key event.Key, record []byte) (Outcome, error)
 }
 
-// Clock is the worker's time source. Tests inject a fake one.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// Clock is the worker's time source (riffdb's one clock shape). Tests
+// inject a fake one.
+type Clock = clock.Clock
 
 // Options configure a Worker. Zero values mean defaults.
 type Options struct {
@@ -139,7 +133,7 @@ func New(opts Options) (*Worker, error) {
 	if opts.Source == nil || opts.Destination == nil {
 		return nil, errors.New("outbox: a worker needs a source and a destination")
 	}
-	opts.Clock = cmp.Or[Clock](opts.Clock, realClock{})
+	opts.Clock = clock.Or(opts.Clock)
 	opts.PageSize = cmp.Or(opts.PageSize, PageSize)
 	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, DefaultProbeInterval)
 	if opts.Logger == nil {

@@ -179,7 +179,7 @@ func openDB(t *testing.T, fs vfs.FS, clock *fakeClock) *primary.DB {
 		t.Fatal(err)
 	}
 	db, err := primary.Open(context.Background(), primary.Options{Path: "/db", Contract: c, FS: fs,
-		Logger: zaptest.NewLogger(t), Clock: clock.Now})
+		Logger: zaptest.NewLogger(t), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

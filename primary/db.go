@@ -21,6 +21,8 @@ import (
 	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
+
+	"github.com/riffdb/riffdb/internal/clock"
 )
 
 // FormatMajorVersion is the Pebble format the primary store is created at and
@@ -41,7 +43,7 @@ type Options struct {
 	Logger           *zap.Logger          // nil → zap.NewNop()
 	TracerProvider   trace.TracerProvider // nil → noop
 	MeterProvider    metric.MeterProvider // nil → noop
-	Clock            func() time.Time     // nil → time.Now
+	Clock            clock.Clock          // nil → clock.Real
 
 	// IndexGate, when non-nil, makes Open return as soon as the store is
 	// open, with the undelivered index in state IndexUnbuilt; the count
@@ -152,14 +154,12 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.MeterProvider == nil {
 		opts.MeterProvider = metricnoop.NewMeterProvider()
 	}
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	db := &DB{
 		opts:   opts,
 		log:    opts.Logger,
 		alias:  opts.Alias,
-		clock:  opts.Clock,
+		clock:  opts.Clock.Now,
 		failCh: make(chan struct{}),
 		ready:  make(chan struct{}),
 	}

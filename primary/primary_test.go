@@ -57,6 +57,9 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// After implements clock.Clock; the primary never waits on its clock.
+func (c *fakeClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
@@ -84,7 +87,7 @@ func setup(t *testing.T, mod ...func(*primary.Options)) (*primary.DB, *bundle) {
 		Contract: compile(t),
 		FS:       bu.fs,
 		Logger:   zaptest.NewLogger(t),
-		Clock:    bu.clock.Now,
+		Clock:    bu.clock,
 	}
 	for _, m := range mod {
 		m(&bu.opts)

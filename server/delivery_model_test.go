@@ -90,7 +90,7 @@ type deliveryModel struct {
 
 func (m *deliveryModel) open(srcFS, dstFS *vfs.MemFS) {
 	m.srcFS, m.dstFS = srcFS, dstFS
-	db, err := primary.Open(context.Background(), primary.Options{Path: "/db", Contract: m.c, FS: srcFS, Clock: m.clock.Now})
+	db, err := primary.Open(context.Background(), primary.Options{Path: "/db", Contract: m.c, FS: srcFS, Clock: m.clock})
 	if err != nil {
 		m.t.Fatalf("reopen primary: %v", err)
 	}
@@ -102,7 +102,7 @@ func (m *deliveryModel) open(srcFS, dstFS *vfs.MemFS) {
 		return nil
 	})
 	m.dest = newArchiveDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: m.quota,
-		FS: errorfs.Wrap(dstFS, inj), MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: m.clock.Now})
+		FS: errorfs.Wrap(dstFS, inj), MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: m.clock})
 	m.cp = &crashPoint{Destination: m.dest}
 	m.cp.onCrash = func() {
 		m.crashed = []*vfs.MemFS{m.srcFS.CrashClone(vfs.CrashCloneCfg{}), m.dstFS.CrashClone(vfs.CrashCloneCfg{})}

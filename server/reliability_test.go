@@ -83,13 +83,13 @@ func prepareOutboxDir(t *testing.T, fs vfs.FS) {
 func (s *relStores) open(srcFS, dstFS vfs.FS, wrap func(outbox.Source, outbox.Destination) (outbox.Source, outbox.Destination)) {
 	s.t.Helper()
 	s.srcFS, s.dstFS = srcFS, dstFS
-	db, err := primary.Open(context.Background(), primary.Options{Path: "/db", Contract: s.c, FS: srcFS, Clock: s.clock.Now})
+	db, err := primary.Open(context.Background(), primary.Options{Path: "/db", Contract: s.c, FS: srcFS, Clock: s.clock})
 	if err != nil {
 		s.t.Fatalf("open the primary: %v", err)
 	}
 	s.db = db
 	s.dest = newArchiveDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: 1 << 30,
-		FS: dstFS, MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: s.clock.Now})
+		FS: dstFS, MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: s.clock})
 	var src outbox.Source = db
 	var dst outbox.Destination = s.dest
 	if wrap != nil {

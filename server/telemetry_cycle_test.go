@@ -42,7 +42,7 @@ func TestTelemetryOfOneDeliveryCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := primary.Open(ctx, primary.Options{Path: "/db", Contract: c, FS: vfs.NewMem(), Clock: clock.Now,
+	db, err := primary.Open(ctx, primary.Options{Path: "/db", Contract: c, FS: vfs.NewMem(), Clock: clock,
 		TracerProvider: tp, MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestTelemetryOfOneDeliveryCycle(t *testing.T) {
 		return nil
 	}))
 	dest := newArchiveDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: quota, FS: fs,
-		MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: clock.Now, TracerProvider: tp, MeterProvider: mp})
+		MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: clock, TracerProvider: tp, MeterProvider: mp})
 	defer dest.Close()
 	if err := dest.Probe(ctx); err != nil { // open and validate before the fault
 		t.Fatal(err)
