@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -11,9 +10,8 @@ import (
 	"testing"
 
 	"github.com/riffdb/riffdb/cli"
-	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/loadtest"
-	"github.com/riffdb/riffdb/server"
+	"github.com/riffdb/riffdb/server/servertest"
 )
 
 // startDevServer starts an in-process server with the embedded development
@@ -22,18 +20,7 @@ import (
 func startDevServer(t *testing.T) (addr, tokenFile string) {
 	t.Helper()
 	root := t.TempDir()
-	cfg, token, err := server.DevSetup(filepath.Join(root, "dev"), nil, config.Overrides{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.New(context.Background(), server.Options{Config: cfg, LogOutput: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	s, token := servertest.StartDev(t, filepath.Join(root, "dev"))
 	tokenFile = filepath.Join(root, "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)

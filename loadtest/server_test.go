@@ -3,7 +3,6 @@ package loadtest_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -12,9 +11,8 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
-	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/loadtest"
-	"github.com/riffdb/riffdb/server"
+	"github.com/riffdb/riffdb/server/servertest"
 )
 
 // startRiffdb starts an in-process riffdb server with the embedded
@@ -23,18 +21,7 @@ import (
 // permission.
 func startRiffdb(t *testing.T) (addr, token string) {
 	t.Helper()
-	cfg, token, err := server.DevSetup(t.TempDir(), nil, config.Overrides{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.New(context.Background(), server.Options{Config: cfg, LogOutput: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	s, token := servertest.StartDev(t, t.TempDir())
 	return "http://" + s.APIAddr(), token
 }
 
@@ -204,18 +191,7 @@ func TestSampleRatioDecidesExport(t *testing.T) {
 // BenchmarkPlaceOrder runs b.N place_order commands against an in-process
 // server with 8 closed-loop workers and reports the percentiles.
 func BenchmarkPlaceOrder(b *testing.B) {
-	cfg, token, err := server.DevSetup(b.TempDir(), nil, config.Overrides{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := server.New(context.Background(), server.Options{Config: cfg, LogOutput: io.Discard})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = s.Stop(context.Background()) }()
+	s, token := servertest.StartDev(b, b.TempDir())
 	b.ResetTimer()
 	rep, err := loadtest.Run(b.Context(), loadtest.Config{Address: s.APIAddr(), Token: token, Requests: b.N, Concurrency: 8})
 	b.StopTimer()
