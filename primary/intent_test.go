@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -193,11 +194,9 @@ func TestFrontierNeverPassesNonDurableCommit(t *testing.T) {
 	// The committer records the sequence once Pebble's apply returns,
 	// which does not wait for the fsync (that is blocked); it may trail the
 	// start of the fsync by a moment.
-	for deadline := time.Now().Add(10 * time.Second); db.LastCommitSequence() != 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("last = %d, want 2 (applied)", db.LastCommitSequence())
-		}
-	}
+	testutil.WaitFor(t, 10*time.Second, time.Millisecond, "commit 2 to be applied", func() bool {
+		return db.LastCommitSequence() == 2
+	})
 	if db.Frontier() != 1 {
 		t.Fatalf("frontier = %d passed a non-durable commit", db.Frontier())
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -194,15 +195,10 @@ func TestPendingIsNullWhileTheIndexIsUnbuilt(t *testing.T) {
 func waitIndexReady(t *testing.T, ts *testServer) {
 	t.Helper()
 	for _, d := range ts.dbs {
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			if _, st := d.db.UndeliveredCount(); st == primary.IndexReady {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("index never built")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.WaitFor(t, 10*time.Second, 5*time.Millisecond, "the index to be built", func() bool {
+			_, st := d.db.UndeliveredCount()
+			return st == primary.IndexReady
+		})
 	}
 }
 
@@ -309,16 +305,11 @@ func TestStatsReportsTheArchiveApartFromHistory(t *testing.T) {
 		}
 	}
 	var d map[string]any
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testutil.WaitFor(t, 20*time.Second, 20*time.Millisecond, "delivery (pending 0, healthy)", func() bool {
 		d = ts.statsDoc(t)[0]
-		if p, _ := pendingOf(t, d).(float64); p == 0 && d["outbox"].(map[string]any)["health"] == "healthy" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never delivered: %v", d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		p, _ := pendingOf(t, d).(float64)
+		return p == 0 && d["outbox"].(map[string]any)["health"] == "healthy"
+	})
 	o := d["outbox"].(map[string]any)
 	if o["quota_encoded_bytes"].(float64) != 1000000 || o["archive_encoded_bytes"].(float64) <= 0 || o["archive_allocated_bytes"].(float64) <= 0 {
 		t.Fatalf("outbox %v", o)
