@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/internal/walfill"
 )
 
@@ -168,15 +169,10 @@ func TestPebbleRecoversFromZeroFilledWALs(t *testing.T) {
 	}
 	// Copy once flushes are done: a flush finishing mid-copy could pair a
 	// manifest with tables the copy lacks, which no crash can produce.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testutil.WaitFor(t, 10*time.Second, 10*time.Millisecond, "Pebble's flushes to finish", func() bool {
 		m := db.Metrics()
-		if m.Flush.NumInProgress == 0 && m.Compact.NumInProgress == 0 && m.MemTable.Count == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Pebble's flushes did not finish in 10s")
-		}
-	}
+		return m.Flush.NumInProgress == 0 && m.Compact.NumInProgress == 0 && m.MemTable.Count == 1
+	})
 	crashed := t.TempDir()
 	copyDir(t, dir, crashed)
 	re, err := pebble.Open(crashed, &pebble.Options{})
