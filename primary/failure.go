@@ -37,19 +37,21 @@ func (db *DB) Err() error {
 // internal/goexit). Pebble reports a fatal commit error through
 // Logger.Fatalf in the committing goroutine; our logger marks the DB failed
 // and ends that goroutine with runtime.Goexit, so the caller here receives
-// ErrFailed instead of the process exiting. A panic in fn also fails the
-// DB, and then still ends the process: it is raised again here, its stack
-// logged. Write errors that fn returns must go through writeFailed.
+// ErrFailed instead of the process exiting. A panic in fn (a storage-engine
+// invariant) fails the DB the same way, its stack logged: the server then
+// stops with an error, not a stack trace. Write errors that fn returns must
+// go through writeFailed.
 func (db *DB) guard(fn func() error) error {
 	o := goexit.Run(fn)
 	if o.Returned {
 		return o.Err
 	}
-	db.fail(errors.New("store write ended without returning"))
 	if o.Panic != nil {
 		db.log.Error("primary store write panicked", zap.Any("panic", o.Panic), zap.ByteString("stack", o.Stack))
-		panic(o.Panic)
+		db.fail(fmt.Errorf("store write panicked: %v", o.Panic))
+		return ErrFailed
 	}
+	db.fail(errors.New("store write ended without returning"))
 	return ErrFailed
 }
 
