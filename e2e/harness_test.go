@@ -195,6 +195,9 @@ type proc struct {
 	stderr  *syncBuffer
 	exited  chan struct{}
 	exitErr error
+	// readyAPI and readyMetrics are the ready line's addresses, written
+	// before spawn's ready channel closes.
+	readyAPI, readyMetrics string
 }
 
 // syncBuffer collects a child process's output for the test to read.
@@ -202,6 +205,26 @@ type syncBuffer = testutil.SyncBuffer
 
 // start runs `riffdb server run --config` and waits for its ready log line.
 func (e *env) start() *proc {
+	e.t.Helper()
+	p, ready := e.spawn()
+	select {
+	case <-ready:
+		p.api, p.metrics = p.readyAPI, p.readyMetrics
+	case <-p.exited:
+		e.t.Fatalf("server exited before ready: %v\n%s", p.exitErr, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		p.kill()
+		e.t.Fatalf("server not ready after 60s\n%s", p.stderr.String())
+	}
+	return p
+}
+
+// spawn starts the server without waiting for it to be ready; the channel
+// is closed once its ready log line arrived, with the addresses it names in
+// p.readyAPI and p.readyMetrics (start copies them into p.api and p.metrics:
+// a spawned process's clients may read those concurrently). The process is
+// killed when the test ends.
+func (e *env) spawn() (*proc, chan struct{}) {
 	e.t.Helper()
 	cmd := exec.Command(binary, "server", "run", "--config", e.config)
 	pr, pw := io.Pipe()
@@ -218,31 +241,22 @@ func (e *env) start() *proc {
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		signalled := false
 		for sc.Scan() {
 			var line struct {
 				Msg           string `json:"msg"`
 				Listen        string `json:"listen"`
 				MetricsListen string `json:"metrics_listen"`
 			}
-			if !signalled && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "riffdb ready" {
-				p.api, p.metrics = line.Listen, line.MetricsListen
-				signalled = true
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "riffdb ready" {
+				p.readyAPI, p.readyMetrics = line.Listen, line.MetricsListen
 				close(ready)
+				break
 			}
 		}
 		io.Copy(io.Discard, pr)
 	}()
-	select {
-	case <-ready:
-	case <-p.exited:
-		e.t.Fatalf("server exited before ready: %v\n%s", p.exitErr, p.stderr.String())
-	case <-time.After(60 * time.Second):
-		p.kill()
-		e.t.Fatalf("server not ready after 60s\n%s", p.stderr.String())
-	}
 	e.t.Cleanup(p.kill)
-	return p
+	return p, ready
 }
 
 // kill sends SIGKILL and waits for the process to end.

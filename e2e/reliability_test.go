@@ -1,16 +1,13 @@
 package e2e_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -245,39 +242,6 @@ func (l *relLoad) acknowledged() []*relCommand {
 		}
 	}
 	return out
-}
-
-// spawn starts the server without waiting for it to be ready.
-func (e *env) spawn() (*proc, chan struct{}) {
-	e.t.Helper()
-	cmd := exec.Command(binary, "server", "run", "--config", e.config)
-	pr, pw := io.Pipe()
-	p := &proc{t: e.t, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = io.MultiWriter(pw, p.stderr)
-	cmd.Stdout = p.stderr
-	must(e.t, cmd.Start())
-	go func() {
-		p.exitErr = cmd.Wait()
-		pw.Close()
-		close(p.exited)
-	}()
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var line struct {
-				Msg string `json:"msg"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "riffdb ready" {
-				close(ready)
-				break
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	e.t.Cleanup(p.kill)
-	return p, ready
 }
 
 // relCampaign holds what the campaign measured.
