@@ -3,6 +3,7 @@ package config
 import (
 	"maps"
 	"slices"
+	"time"
 )
 
 // build turns the decoded document into a Config, enforcing the rules that
@@ -25,16 +26,23 @@ func (r *rawFile) build() (*Config, error) {
 	}
 
 	c := &Config{single: r.Database != nil}
+	c.Server.ShutdownGrace = DefaultShutdownGrace
 	if s := r.Server; s != nil {
-		c.Server = Server{Mode: s.Mode, Listen: s.Listen, MetricsListen: s.MetricsListen, CredentialPath: s.CredentialPath}
+		if err := s.build(&c.Server); err != nil {
+			return nil, err
+		}
 	}
+	c.Telemetry.TraceSampleRatio = 1
+	c.Telemetry.TrustTraceContext = true
 	if t := r.Telemetry; t != nil {
-		c.Telemetry = Telemetry{LogLevel: t.LogLevel, OTLPEndpoint: t.OTLPEndpoint, TraceSampleRatio: 1}
+		c.Telemetry.LogLevel, c.Telemetry.OTLPEndpoint = t.LogLevel, t.OTLPEndpoint
+		c.Telemetry.HonorSampledParent = t.HonorSampledParent
 		if t.TraceSampleRatio != nil {
 			c.Telemetry.TraceSampleRatio = *t.TraceSampleRatio
 		}
-	} else {
-		c.Telemetry.TraceSampleRatio = 1
+		if t.TrustTraceContext != nil {
+			c.Telemetry.TrustTraceContext = *t.TrustTraceContext
+		}
 	}
 
 	if d := r.Database; d != nil {
@@ -60,6 +68,33 @@ func (r *rawFile) build() (*Config, error) {
 		c.Databases = append(c.Databases, db)
 	}
 	return c, nil
+}
+
+// build copies [server] into s (whose defaults are already set).
+func (r *rawServer) build(s *Server) error {
+	s.Mode, s.Listen, s.MetricsListen, s.CredentialPath = r.Mode, r.Listen, r.MetricsListen, r.CredentialPath
+	s.TLSCertPath, s.TLSKeyPath, s.AllowInsecureListen = r.TLSCertPath, r.TLSKeyPath, r.AllowInsecureListen
+	for _, o := range []struct {
+		name string
+		raw  *int64
+		dst  *int
+	}{{"server.max_connections", r.MaxConnections, &s.MaxConnections}, {"server.metrics_max_connections", r.MetricsMaxConnections, &s.MetricsMaxConnections}} {
+		if o.raw == nil {
+			continue
+		}
+		if *o.raw < 0 || *o.raw > MaxConnectionsLimit {
+			return invalidf("%s must be between 0 (derived from the descriptor limit) and %d", o.name, MaxConnectionsLimit)
+		}
+		*o.dst = int(*o.raw)
+	}
+	if r.ShutdownGrace != nil {
+		d, err := time.ParseDuration(*r.ShutdownGrace)
+		if err != nil {
+			return invalidf(`server.shutdown_grace must be a duration such as "10s" or "1m30s"`)
+		}
+		s.ShutdownGrace = d
+	}
+	return nil
 }
 
 func (d *rawDatabase) build(alias string) Database {

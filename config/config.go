@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // Defaults applied when neither the command line, the environment nor the
@@ -17,6 +18,14 @@ const (
 	DefaultListen        = "127.0.0.1:7420"
 	DefaultMetricsListen = "127.0.0.1:9464"
 	DefaultLogLevel      = "info"
+	// DefaultShutdownGrace is how long a stopping server lets in-flight
+	// requests finish (server.shutdown_grace).
+	DefaultShutdownGrace = 10 * time.Second
+	// MaxShutdownGrace bounds server.shutdown_grace.
+	MaxShutdownGrace = time.Hour
+	// MaxConnectionsLimit bounds server.max_connections and
+	// server.metrics_max_connections.
+	MaxConnectionsLimit = 1 << 20
 	// MaxDatabases is the most databases one server may host.
 	MaxDatabases = 32
 )
@@ -65,6 +74,24 @@ type Server struct {
 	Listen         string // API listener: commands, stats, health
 	MetricsListen  string // Prometheus /metrics listener
 	CredentialPath string // required, absolute
+
+	// MaxConnections and MetricsMaxConnections cap the open connections of
+	// the API and metrics listeners (server.max_connections,
+	// server.metrics_max_connections). 0, the default, derives both from
+	// the process's descriptor limit at startup (see the server package).
+	MaxConnections        int
+	MetricsMaxConnections int
+	// ShutdownGrace is how long in-flight requests may run after the first
+	// SIGINT/SIGTERM (server.shutdown_grace, a Go duration such as "10s").
+	ShutdownGrace time.Duration
+	// TLSCertPath and TLSKeyPath, both set or both empty, serve the API
+	// over TLS 1.2+ (server.tls_cert_path, server.tls_key_path). They are
+	// read at startup.
+	TLSCertPath, TLSKeyPath string
+	// AllowInsecureListen lets the API listen on a non-loopback address
+	// without TLS (server.allow_insecure_listen). Bearer tokens then cross
+	// the network in cleartext.
+	AllowInsecureListen bool
 }
 
 // Database is one hosted database: table [database] in the single form, or
@@ -93,6 +120,15 @@ type Telemetry struct {
 	LogLevel         string  // debug|info|warn|error, default info
 	OTLPEndpoint     string  // host:port of an OTLP/gRPC collector; "" = traces not exported
 	TraceSampleRatio float64 // option trace_sample_ratio, 0..1, default 1
+	// TrustTraceContext honours an incoming W3C trace context
+	// (traceparent/tracestate) on authenticated command requests
+	// (telemetry.trust_trace_context, default true). Every other request's
+	// trace context is dropped.
+	TrustTraceContext bool
+	// HonorSampledParent samples every request whose trusted parent is
+	// sampled, whatever trace_sample_ratio says
+	// (telemetry.honor_sampled_parent, default false: the ratio decides).
+	HonorSampledParent bool
 }
 
 // Overrides are command-line values; empty fields leave the config alone.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riffdb/riffdb/config"
 )
@@ -73,12 +74,12 @@ func mustParse(t *testing.T, doc string) *config.Config {
 func TestParseSingle(t *testing.T) {
 	t.Parallel()
 	c := mustParse(t, singleTOML)
-	want := config.Server{Mode: "primary", Listen: config.DefaultListen, MetricsListen: config.DefaultMetricsListen,
+	want := config.Server{ShutdownGrace: config.DefaultShutdownGrace, Mode: "primary", Listen: config.DefaultListen, MetricsListen: config.DefaultMetricsListen,
 		CredentialPath: "/srv/secret-cred"}
 	if c.Server != want {
 		t.Errorf("Server = %+v, want %+v", c.Server, want)
 	}
-	if wantT := (config.Telemetry{LogLevel: "info", TraceSampleRatio: 1}); c.Telemetry != wantT {
+	if wantT := (config.Telemetry{TrustTraceContext: true, LogLevel: "info", TraceSampleRatio: 1}); c.Telemetry != wantT {
 		t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, wantT)
 	}
 	if len(c.Databases) != 1 {
@@ -137,7 +138,7 @@ log_level = "debug"
 otlp_endpoint = "collector:4317"
 trace_sample_ratio = 0
 `)
-	want := config.Telemetry{LogLevel: "debug", OTLPEndpoint: "collector:4317", TraceSampleRatio: 0}
+	want := config.Telemetry{TrustTraceContext: true, LogLevel: "debug", OTLPEndpoint: "collector:4317", TraceSampleRatio: 0}
 	if c.Telemetry != want {
 		t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, want)
 	}
@@ -181,8 +182,8 @@ trace_sample_ratio = 0.25
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantS := config.Server{Mode: "follower", Listen: "127.0.0.1:1001", MetricsListen: "127.0.0.1:2001", CredentialPath: "/srv/secret-file-cred"}
-	wantT := config.Telemetry{LogLevel: "warn", OTLPEndpoint: "file:4317", TraceSampleRatio: 0.25}
+	wantS := config.Server{ShutdownGrace: config.DefaultShutdownGrace, Mode: "follower", Listen: "127.0.0.1:1001", MetricsListen: "127.0.0.1:2001", CredentialPath: "/srv/secret-file-cred"}
+	wantT := config.Telemetry{TrustTraceContext: true, LogLevel: "warn", OTLPEndpoint: "file:4317", TraceSampleRatio: 0.25}
 	if c.Server != wantS || c.Telemetry != wantT {
 		t.Errorf("file: got %+v %+v, want %+v %+v", c.Server, c.Telemetry, wantS, wantT)
 	}
@@ -192,8 +193,8 @@ trace_sample_ratio = 0.25
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantS = config.Server{Mode: "primary", Listen: "127.0.0.1:1002", MetricsListen: "127.0.0.1:2002", CredentialPath: "/srv/secret-env-cred"}
-	wantT = config.Telemetry{LogLevel: "error", OTLPEndpoint: "env:4317", TraceSampleRatio: 0.5}
+	wantS = config.Server{ShutdownGrace: config.DefaultShutdownGrace, Mode: "primary", Listen: "127.0.0.1:1002", MetricsListen: "127.0.0.1:2002", CredentialPath: "/srv/secret-env-cred"}
+	wantT = config.Telemetry{TrustTraceContext: true, LogLevel: "error", OTLPEndpoint: "env:4317", TraceSampleRatio: 0.5}
 	if c.Server != wantS || c.Telemetry != wantT {
 		t.Errorf("env: got %+v %+v, want %+v %+v", c.Server, c.Telemetry, wantS, wantT)
 	}
@@ -220,8 +221,8 @@ trace_sample_ratio = 0.25
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantS = config.Server{Mode: "primary", Listen: config.DefaultListen, MetricsListen: config.DefaultMetricsListen, CredentialPath: "/srv/secret-env-cred"}
-	if c.Server != wantS || c.Telemetry != (config.Telemetry{LogLevel: config.DefaultLogLevel, TraceSampleRatio: 1}) {
+	wantS = config.Server{ShutdownGrace: config.DefaultShutdownGrace, Mode: "primary", Listen: config.DefaultListen, MetricsListen: config.DefaultMetricsListen, CredentialPath: "/srv/secret-env-cred"}
+	if c.Server != wantS || c.Telemetry != (config.Telemetry{TrustTraceContext: true, LogLevel: config.DefaultLogLevel, TraceSampleRatio: 1}) {
 		t.Errorf("defaults: got %+v %+v", c.Server, c.Telemetry)
 	}
 
@@ -253,12 +254,6 @@ func TestParseRejects(t *testing.T) {
 path = "/srv/secret-alpha"
 contract = "/srv/secret-contract.toml"
 ` + outbox
-	}
-	withSingle := func(old, new string) string {
-		if !strings.Contains(singleTOML, old) {
-			panic("test bug: " + old)
-		}
-		return strings.Replace(singleTOML, old, new, 1)
 	}
 	var manyDBs strings.Builder
 	manyDBs.WriteString(serverTOML)
@@ -338,6 +333,16 @@ contract = "/srv/secret-contract.toml"
 		{"bad listen", withSingle("[server]", "[server]\nlisten = \"7420\""), "server.listen must be host:port"},
 		{"bad metrics port", withSingle("[server]", "[server]\nmetrics_listen = \"127.0.0.1:http\""), "server.metrics_listen must be host:port with a numeric port"},
 		{"same listeners", withSingle("[server]", "[server]\nlisten = \"127.0.0.1:8000\"\nmetrics_listen = \"127.0.0.1:8000\""), "server.metrics_listen must differ from server.listen"},
+		{"negative max connections", withSingle("[server]", "[server]\nmax_connections = -1"), "server.max_connections must be between 0"},
+		{"huge metrics connections", withSingle("[server]", "[server]\nmetrics_max_connections = 99999999999"), "server.metrics_max_connections must be between 0"},
+		{"bad shutdown grace", withSingle("[server]", "[server]\nshutdown_grace = \"ten\""), "server.shutdown_grace must be a duration"},
+		{"negative shutdown grace", withSingle("[server]", "[server]\nshutdown_grace = \"-1s\""), "server.shutdown_grace must be between"},
+		{"numeric shutdown grace", withSingle("[server]", "[server]\nshutdown_grace = 10"), `option "server.shutdown_grace" must be a duration string`},
+		{"tls cert alone", withSingle("[server]", "[server]\ntls_cert_path = \"/etc/secret-cert\""), "server.tls_cert_path and server.tls_key_path must be set together"},
+		{"tls relative key", withSingle("[server]", "[server]\ntls_cert_path = \"/etc/secret-cert\"\ntls_key_path = \"secret-key\""), "server.tls_key_path must be an absolute path"},
+		{"plaintext on all interfaces", withSingle("[server]", "[server]\nlisten = \":7420\""), "server.listen is not a loopback address and TLS is not configured"},
+		{"plaintext on a public address", withSingle("[server]", "[server]\nlisten = \"192.0.2.10:7420\""), "server.allow_insecure_listen"},
+		{"trust not a bool", singleTOML + "[telemetry]\ntrust_trace_context = \"yes\"\n", `option "telemetry.trust_trace_context" must be a boolean`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -480,7 +485,7 @@ func TestValidateHandBuilt(t *testing.T) {
 	t.Parallel()
 	valid := func() *config.Config {
 		return &config.Config{
-			Server:    config.Server{Mode: "primary", Listen: ":0", MetricsListen: ":0", CredentialPath: "/srv/secret-cred"},
+			Server:    config.Server{Mode: "primary", Listen: "127.0.0.1:0", MetricsListen: ":0", CredentialPath: "/srv/secret-cred"},
 			Telemetry: config.Telemetry{LogLevel: "info", TraceSampleRatio: 1},
 			Databases: []config.Database{
 				{Alias: "a", Path: "/srv/secret-a", Contract: "/srv/secret-c.toml"},
@@ -554,4 +559,41 @@ func TestLoad(t *testing.T) {
 	if _, err := config.Load(big, noEnv, config.Overrides{}); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("big file: err = %v", err)
 	}
+}
+
+func TestParseHardeningOptions(t *testing.T) {
+	c := mustParse(t, withSingle("[server]", `[server]
+listen = "0.0.0.0:7420"
+max_connections = 100
+metrics_max_connections = 7
+shutdown_grace = "1m30s"
+tls_cert_path = "/etc/secret-cert"
+tls_key_path = "/etc/secret-key"`)+"[telemetry]\ntrust_trace_context = false\nhonor_sampled_parent = true\n")
+	s := c.Server
+	if s.MaxConnections != 100 || s.MetricsMaxConnections != 7 || s.ShutdownGrace != 90*time.Second ||
+		s.TLSCertPath != "/etc/secret-cert" || s.TLSKeyPath != "/etc/secret-key" || s.AllowInsecureListen {
+		t.Fatalf("Server = %+v", s)
+	}
+	if c.Telemetry.TrustTraceContext || !c.Telemetry.HonorSampledParent {
+		t.Fatalf("Telemetry = %+v", c.Telemetry)
+	}
+	// Plaintext on a public address is accepted only when asked for.
+	c = mustParse(t, withSingle("[server]", "[server]\nlisten = \"192.0.2.10:7420\"\nallow_insecure_listen = true"))
+	if !c.Server.AllowInsecureListen {
+		t.Fatal("allow_insecure_listen not parsed")
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "127.9.9.9:1": true,
+		":1": false, "0.0.0.0:1": false, "[::]:1": false, "192.0.2.1:1": false, "example.com:1": false, "bad": false} {
+		if got := config.IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// withSingle is singleTOML with its first old replaced by new.
+func withSingle(old, new string) string {
+	if !strings.Contains(singleTOML, old) {
+		panic("test bug: " + old)
+	}
+	return strings.Replace(singleTOML, old, new, 1)
 }

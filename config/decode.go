@@ -23,10 +23,16 @@ type rawFile struct {
 }
 
 type rawServer struct {
-	Mode           string `toml:"mode"`
-	Listen         string `toml:"listen"`
-	MetricsListen  string `toml:"metrics_listen"`
-	CredentialPath string `toml:"credential_path"`
+	Mode                  string  `toml:"mode"`
+	Listen                string  `toml:"listen"`
+	MetricsListen         string  `toml:"metrics_listen"`
+	CredentialPath        string  `toml:"credential_path"`
+	MaxConnections        *int64  `toml:"max_connections"`
+	MetricsMaxConnections *int64  `toml:"metrics_max_connections"`
+	ShutdownGrace         *string `toml:"shutdown_grace"`
+	TLSCertPath           string  `toml:"tls_cert_path"`
+	TLSKeyPath            string  `toml:"tls_key_path"`
+	AllowInsecureListen   bool    `toml:"allow_insecure_listen"`
 }
 
 // rawDatabase is [database] of the single form: it has no outbox table, the
@@ -58,9 +64,11 @@ type rawOutbox struct {
 }
 
 type rawTelemetry struct {
-	LogLevel         string   `toml:"log_level"`
-	OTLPEndpoint     string   `toml:"otlp_endpoint"`
-	TraceSampleRatio *float64 `toml:"trace_sample_ratio"`
+	LogLevel           string   `toml:"log_level"`
+	OTLPEndpoint       string   `toml:"otlp_endpoint"`
+	TraceSampleRatio   *float64 `toml:"trace_sample_ratio"`
+	TrustTraceContext  *bool    `toml:"trust_trace_context"`
+	HonorSampledParent bool     `toml:"honor_sampled_parent"`
 }
 
 // decode parses data strictly into a rawFile. Errors name the offending
@@ -136,6 +144,9 @@ var scalarTypes = map[string]string{
 	"replication_path": "a string", "history_retention": "a non-negative integer",
 	"kind": "a string", "directory": "a string", "quota_encoded_bytes": "an integer",
 	"log_level": "a string", "otlp_endpoint": "a string", "trace_sample_ratio": "a number",
+	"max_connections": "an integer", "metrics_max_connections": "an integer",
+	"shutdown_grace": `a duration string such as "10s"`, "tls_cert_path": "a string", "tls_key_path": "a string",
+	"allow_insecure_listen": "a boolean", "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
 }
 
 // expected describes what the option at key must hold.

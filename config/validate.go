@@ -64,7 +64,44 @@ func (c *Config) validateServer() error {
 	if _, port, _ := net.SplitHostPort(s.Listen); s.Listen == s.MetricsListen && port != "0" {
 		return invalidf("server.metrics_listen must differ from server.listen")
 	}
+	if s.MaxConnections < 0 || s.MaxConnections > MaxConnectionsLimit {
+		return invalidf("server.max_connections must be between 0 (derived from the descriptor limit) and %d", MaxConnectionsLimit)
+	}
+	if s.MetricsMaxConnections < 0 || s.MetricsMaxConnections > MaxConnectionsLimit {
+		return invalidf("server.metrics_max_connections must be between 0 (derived from the descriptor limit) and %d", MaxConnectionsLimit)
+	}
+	if s.ShutdownGrace < 0 || s.ShutdownGrace > MaxShutdownGrace {
+		return invalidf("server.shutdown_grace must be between 0s and %s", MaxShutdownGrace)
+	}
+	if (s.TLSCertPath == "") != (s.TLSKeyPath == "") {
+		return invalidf("server.tls_cert_path and server.tls_key_path must be set together")
+	}
+	if err := checkPath("server.tls_cert_path", s.TLSCertPath, false); err != nil {
+		return err
+	}
+	if err := checkPath("server.tls_key_path", s.TLSKeyPath, false); err != nil {
+		return err
+	}
+	if s.TLSCertPath == "" && !s.AllowInsecureListen && !IsLoopback(s.Listen) {
+		return invalidf("server.listen is not a loopback address and TLS is not configured: bearer tokens would cross the network in cleartext; " +
+			"set server.tls_cert_path and server.tls_key_path, or set server.allow_insecure_listen = true to accept that")
+	}
 	return checkPath("server.credential_path", s.CredentialPath, true)
+}
+
+// IsLoopback reports whether the listener address addr (host:port) binds
+// only loopback interfaces: "localhost" or a loopback IP literal. An empty
+// host binds every interface and is not loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (c *Config) validateTelemetry() error {
