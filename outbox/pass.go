@@ -92,8 +92,7 @@ func (p *pass) run() error {
 	// spend attempts.
 	if h.State != StateHealthy || h.Reason == ReasonIdentityConflict {
 		if err := w.dst.Probe(p.ctx); err != nil {
-			p.fail(err)
-			return nil
+			return p.fail(err)
 		}
 	}
 	// Skip the leading dead letters: a large dead-letter population must
@@ -195,16 +194,14 @@ func (p *pass) page(page []primary.Intent) error {
 			if ferr := p.flush(flushFailure); ferr != nil {
 				return ferr
 			}
-			p.fail(err)
-			return nil
+			return p.fail(err)
 		}
 		if n == 0 {
 			// Too big even alone: pause without spending an attempt.
 			if err := p.flush(flushFailure); err != nil {
 				return err
 			}
-			p.fail(fmt.Errorf("%w: the next event does not fit the archive quota", ErrCapacity))
-			return nil
+			return p.fail(fmt.Errorf("%w: the next event does not fit the archive quota", ErrCapacity))
 		}
 		if err := p.claimAndDeliver(run[:n], keys[:n], records[:n]); err != nil || p.halted {
 			return err
@@ -296,7 +293,9 @@ func (p *pass) conflict(m primary.Intent) error {
 // halt applies the retry rules to the failed member rest[0] and to the
 // claimed members not yet reached, then halts the pass.
 func (p *pass) halt(rest []primary.Intent, cause error) error {
-	p.fail(cause)
+	if err := p.fail(cause); err != nil {
+		return err
+	}
 	for _, m := range rest {
 		if err := p.retry(m); err != nil {
 			return err
@@ -387,7 +386,18 @@ func (p *pass) awaitFlush() error {
 }
 
 // fail moves health according to the class of err and halts the pass.
-func (p *pass) fail(err error) {
+//
+// A failure seen once the pass's context has ended is the worker stopping,
+// not the destination failing (the destination fails because its context
+// ended): fail then returns the context's cause and changes nothing — no
+// health change, no log line, no halt reason — and the caller must return it
+// without applying the retry rules. The members claimed and not delivered
+// stay delivering under their lease; a restart returns them to pending with
+// their claim counted, as after a crash.
+func (p *pass) fail(err error) error {
+	if p.ctx.Err() != nil {
+		return context.Cause(p.ctx)
+	}
 	p.halted = true
 	state, reason := classify(err)
 	p.res.Halted = reason
@@ -396,6 +406,7 @@ func (p *pass) fail(err error) {
 	}
 	p.w.health.set(state, reason, p.now())
 	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", reason), zap.Error(err))
+	return nil
 }
 
 func classify(err error) (state, reason string) {
