@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -43,8 +45,9 @@ type Server struct {
 	creds *capability.Store
 	dbs   []*database
 
-	apiLn, metricsLn net.Listener
-	api, metrics     *http.Server
+	apiLn, metricsLn       net.Listener
+	apiLimit, metricsLimit *limitListener // apiLn and metricsLn, capped
+	api, metrics           *http.Server
 
 	indexGate <-chan struct{}
 	// newWorker creates each outbox worker; nil means outbox.New. Tests
@@ -121,22 +124,50 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	if err := s.registerGauges(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
 	}
+	nofile, err := descriptorLimit()
+	if err != nil {
+		return newStartupError(cfg, "the descriptor limit cannot be read", err)
+	}
+	apiMax, metricsMax, err := connectionLimits(cfg, nofile)
+	if err != nil {
+		return newStartupError(cfg, "", err, config.ErrInvalid)
+	}
+	var tlsConfig *tls.Config
+	if cfg.Server.TLSCertPath != "" {
+		if tlsConfig, err = loadTLS(cfg.Server.TLSCertPath, cfg.Server.TLSKeyPath); err != nil {
+			return newStartupError(cfg, "", err, ErrTLS)
+		}
+	}
 	if s.apiLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return newStartupError(cfg, "server.listen: cannot listen", err, ErrListen)
 	}
 	if s.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 		return newStartupError(cfg, "server.metrics_listen: cannot listen", err, ErrListen)
 	}
+	s.apiLimit = newLimitListener(s.apiLn, "api", apiMax, s.log)
+	s.metricsLimit = newLimitListener(s.metricsLn, "metrics", metricsMax, s.log)
+	api := otelhttp.NewHandler(s.apiHandler(), "riffdb.http",
+		otelhttp.WithTracerProvider(s.tel.TracerProvider), otelhttp.WithMeterProvider(s.tel.MeterProvider),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + routeOf(r) }))
 	s.api = &http.Server{
-		Handler: otelhttp.NewHandler(s.apiHandler(), "riffdb.http",
-			otelhttp.WithTracerProvider(s.tel.TracerProvider), otelhttp.WithMeterProvider(s.tel.MeterProvider),
-			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + routeOf(r) })),
+		Handler:           s.keepAlive(api),
+		TLSConfig:         tlsConfig,
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: log.New(&errorLogWriter{name: "api", log: newLimitedLog(s.log, time.Second, 30*time.Second)}, "", 0),
 	}
 	mmux := http.NewServeMux()
 	mmux.Handle("GET /metrics", s.tel.MetricsHandler)
-	s.metrics = &http.Server{Handler: mmux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	// A scrape is one small GET: short timeouts and small headers; a
+	// scraper keeps its connection alive between scrapes (the usual 15 s to
+	// 1 min interval), anything idle longer is closed.
+	s.metrics = &http.Server{
+		Handler:           mmux,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10,
+		ErrorLog: log.New(&errorLogWriter{name: "metrics", log: newLimitedLog(s.log, time.Second, 30*time.Second)}, "", 0),
+	}
 	return nil
 }
 
@@ -180,15 +211,23 @@ func (s *Server) Start(ctx context.Context) error {
 		s.background.Add(1)
 		go s.watch(bg, d)
 	}
-	go s.serve(s.api, s.apiLn, "api")
-	go s.serve(s.metrics, s.metricsLn, "metrics")
+	go s.serve(s.api, s.apiLimit, "api")
+	go s.serve(s.metrics, s.metricsLimit, "metrics")
 	s.log.Info("riffdb ready", zap.String("listen", s.APIAddr()), zap.String("metrics_listen", s.MetricsAddr()),
+		zap.Bool("tls", s.api.TLSConfig != nil), zap.Int64("max_connections", s.apiLimit.max),
+		zap.Int64("metrics_max_connections", s.metricsLimit.max),
 		zap.String("mode", s.cfg.Server.Mode), zap.Int("databases", len(s.dbs)))
 	return nil
 }
 
 func (s *Server) serve(h *http.Server, ln net.Listener, name string) {
-	if err := h.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if h.TLSConfig != nil {
+		err = h.ServeTLS(ln, "", "")
+	} else {
+		err = h.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.fail(fmt.Errorf("server: %s listener: %w", name, err))
 	}
 }
@@ -210,14 +249,31 @@ func (s *Server) APIAddr() string { return s.apiLn.Addr().String() }
 // MetricsAddr is the address /metrics is served on.
 func (s *Server) MetricsAddr() string { return s.metricsLn.Addr().String() }
 
-// Stop shuts the server down in order: HTTP (in-flight commands finish),
+// Logger is the server's logger.
+func (s *Server) Logger() *zap.Logger { return s.log }
+
+// Stop shuts the server down in order: HTTP (in-flight requests get
+// server.shutdown_grace to finish, then their connections are closed),
 // workers, archives, primary stores, telemetry. It is idempotent.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		var errs []error
+		grace, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Server.ShutdownGrace)
+		for _, h := range []*http.Server{s.api, s.metrics} {
+			if err := h.Shutdown(grace); errors.Is(err, context.DeadlineExceeded) {
+				// The grace is over: whatever is still in flight is cut
+				// off. A command cut off before its commit is not
+				// acknowledged; one cut off after it is durable and
+				// replays by its idempotency key.
+				s.log.Info("shutdown grace over: closing the remaining connections", zap.Duration("grace", s.cfg.Server.ShutdownGrace))
+				errs = append(errs, h.Close())
+			} else {
+				errs = append(errs, err)
+			}
+		}
+		cancelGrace()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		errs = append(errs, s.api.Shutdown(ctx), s.metrics.Shutdown(ctx))
 		// Shutdown closes only the listeners being served; Start may have
 		// failed before serving them.
 		for _, ln := range []net.Listener{s.apiLn, s.metricsLn} {

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/statsapi"
+)
+
+// Descriptor budget. A connection holds one descriptor for as long as it is
+// open, so connections are capped per listener and the caps are taken out of
+// the process's descriptor limit after a reserve for everything else: the
+// listeners, logs, the credential store, and each database's two storage
+// engines (write-ahead logs, manifests, locks, directories and their open
+// tables). Without caps, idle clients could hold every descriptor and starve
+// the storage engines, whose flushes then fail (EMFILE) until the clients
+// leave.
+const (
+	fixedReserve       = 64  // descriptors kept for the process itself
+	perDatabaseReserve = 128 // descriptors kept for each database's primary store and archive
+
+	maxDerivedAPIConnections     = 4096
+	maxDerivedMetricsConnections = 64
+	minAPIConnections            = 8
+	minMetricsConnections        = 2
+
+	// maxConnectionAge bounds how long one keep-alive connection is reused:
+	// past it the server answers with "Connection: close".
+	maxConnectionAge = 10 * time.Minute
+)
+
+// connectionLimits returns the API and metrics connection caps for cfg and a
+// process whose descriptor limit is nofile: the configured values, or, for
+// 0, values derived from what is left of nofile after the reserve. It
+// refuses caps that do not fit the limit, naming the options.
+func connectionLimits(cfg *config.Config, nofile uint64) (api, metrics int, err error) {
+	reserve := uint64(fixedReserve + perDatabaseReserve*len(cfg.Databases))
+	var budget int
+	if nofile > reserve {
+		budget = int(min(nofile-reserve, 1<<30))
+	}
+	api, metrics = cfg.Server.MaxConnections, cfg.Server.MetricsMaxConnections
+	if metrics == 0 {
+		metrics = max(minMetricsConnections, min(maxDerivedMetricsConnections, budget/8))
+	}
+	if api == 0 {
+		api = max(minAPIConnections, min(maxDerivedAPIConnections, budget-metrics))
+	}
+	if api+metrics > budget {
+		return 0, 0, fmt.Errorf("the descriptor limit (%d) leaves %d descriptors for connections after %d reserved for %d database(s), "+
+			"but server.max_connections (%d) and server.metrics_max_connections (%d) need %d: raise the limit (ulimit -n, LimitNOFILE=) or lower them",
+			nofile, budget, reserve, len(cfg.Databases), api, metrics, api+metrics)
+	}
+	return api, metrics, nil
+}
+
+// limitListener accepts at most max connections at a time. A connection
+// beyond the cap is accepted and closed at once, so that the client sees a
+// refusal instead of waiting in the kernel's backlog, and its descriptor is
+// freed immediately.
+type limitListener struct {
+	net.Listener
+	name     string
+	max      int64
+	active   atomic.Int64
+	rejected atomic.Int64
+	log      *limitedLog
+}
+
+func newLimitListener(ln net.Listener, name string, max int, log *zap.Logger) *limitListener {
+	return &limitListener{Listener: ln, name: name, max: int64(max), log: newLimitedLog(log, time.Second, 30*time.Second)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.active.Add(1) > l.max {
+			l.active.Add(-1)
+			l.rejected.Add(1)
+			_ = c.Close()
+			l.log.warn("connection limit reached: refusing new connections", zap.String("listener", l.name), zap.Int64("limit", l.max))
+			continue
+		}
+		return &limitedConn{Conn: c, l: l}, nil
+	}
+}
+
+// limitedConn gives its slot back on its first Close.
+type limitedConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.active.Add(-1) })
+	return err
+}
+
+// connStartKey is the context key under which connContext records when a
+// connection was accepted.
+type connStartKey struct{}
+
+func connContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connStartKey{}, time.Now())
+}
+
+// authKey is the context key under which keepAlive records whether the
+// request's bearer token authenticated.
+type authKey struct{}
+
+// authenticated reports whether keepAlive found r's bearer token valid.
+func authenticated(r *http.Request) bool {
+	ok, _ := r.Context().Value(authKey{}).(bool)
+	return ok
+}
+
+// keepAlive decides, before the request is handled, whether its connection
+// may be reused: only a request with a valid bearer token keeps it open, and
+// only while the connection is younger than maxConnectionAge. Unauthenticated
+// requests (the /healthz probe, refused tokens) get "Connection: close", so
+// that nobody without a token can hold a connection past the idle timeout by
+// pinging. It records the authentication result for authenticated.
+func (s *Server) keepAlive(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok := false
+		if token, present := statsapi.BearerToken(r); present {
+			_, err := s.creds.Authenticate(token)
+			ok = err == nil
+		}
+		start, _ := r.Context().Value(connStartKey{}).(time.Time)
+		if !ok || (!start.IsZero() && time.Since(start) > maxConnectionAge) {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authKey{}, ok)))
+	})
+}
+
+// limitedLog logs one message at most once per interval, backing off
+// (doubling up to ceiling) while it keeps recurring, and reports how many
+// were suppressed in between. An attacker who makes the server log cannot
+// make it log fast.
+type limitedLog struct {
+	log            *zap.Logger
+	first, ceiling time.Duration
+	mu             sync.Mutex
+	interval       time.Duration
+	last           time.Time
+	suppressed     int64
+}
+
+func newLimitedLog(log *zap.Logger, first, ceiling time.Duration) *limitedLog {
+	return &limitedLog{log: log, first: first, ceiling: ceiling, interval: first}
+}
+
+func (l *limitedLog) warn(msg string, fields ...zap.Field) {
+	if f, ok := l.admit(time.Now()); ok {
+		l.log.Warn(msg, append(fields, f)...)
+	}
+}
+
+// admit reports whether a message at now is logged, with the count of the
+// ones suppressed since the last one logged.
+func (l *limitedLog) admit(now time.Time) (zap.Field, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	since := now.Sub(l.last)
+	if !l.last.IsZero() && since < l.interval {
+		l.suppressed++
+		return zap.Field{}, false
+	}
+	switch {
+	case l.last.IsZero() || since > 2*l.interval:
+		l.interval = l.first // quiet for a while: start over
+	default:
+		l.interval = min(2*l.interval, l.ceiling)
+	}
+	n := l.suppressed
+	l.suppressed, l.last = 0, now
+	return zap.Int64("suppressed", n), true
+}
+
+// errorLogWriter is the http.Server's ErrorLog: TLS handshake failures,
+// accept errors (EMFILE) and malformed requests are logged through zap at
+// warn, rate-limited, instead of unbounded lines on stderr.
+type errorLogWriter struct {
+	name string
+	log  *limitedLog
+}
+
+func (w *errorLogWriter) Write(p []byte) (int, error) {
+	msg := string(p)
+	if n := len(msg); n > 0 && msg[n-1] == '\n' {
+		msg = msg[:n-1]
+	}
+	if len(msg) > 512 {
+		msg = msg[:512] + "…"
+	}
+	w.log.warn("http server error", zap.String("listener", w.name), zap.String("error", msg))
+	return len(p), nil
+}

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/riffdb/riffdb/config"
+)
+
+// startDev starts the development configuration under a temporary folder,
+// after edit (if any) changed its configuration, and returns the server and
+// its all-permission token.
+func startDev(t *testing.T, edit func(*config.Config)) (*Server, string) {
+	t.Helper()
+	cfg, token, err := DevSetup(filepath.Join(t.TempDir(), "dev"), nil, config.Overrides{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(cfg)
+	}
+	s, err := New(context.Background(), Options{Config: cfg, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s, token
+}
+
+func TestConnectionLimitsComeFromTheDescriptorLimit(t *testing.T) {
+	one := &config.Config{Databases: make([]config.Database, 1)}
+	many := &config.Config{Databases: make([]config.Database, 32)}
+	for _, tc := range []struct {
+		cfg                  *config.Config
+		nofile               uint64
+		wantAPI, wantMetrics int
+	}{
+		{one, 1 << 20, maxDerivedAPIConnections, maxDerivedMetricsConnections},
+		{one, 1024, 1024 - 192 - 64, 64},
+		{one, 256, 64 - 8, 8},
+		{many, 65536, maxDerivedAPIConnections, maxDerivedMetricsConnections},
+	} {
+		api, metrics, err := connectionLimits(tc.cfg, tc.nofile)
+		if err != nil || api != tc.wantAPI || metrics != tc.wantMetrics {
+			t.Errorf("%d databases, limit %d: got %d, %d, %v; want %d, %d", len(tc.cfg.Databases), tc.nofile, api, metrics, err, tc.wantAPI, tc.wantMetrics)
+		}
+		if reserve := uint64(fixedReserve + perDatabaseReserve*len(tc.cfg.Databases)); uint64(api+metrics)+reserve > tc.nofile {
+			t.Errorf("limit %d: %d+%d connections and %d reserved exceed it", tc.nofile, api, metrics, reserve)
+		}
+	}
+	// Too few descriptors for 32 databases, and explicit caps that do not
+	// fit: refused, naming the options.
+	if _, _, err := connectionLimits(many, 1024); err == nil || !strings.Contains(err.Error(), "raise the limit") {
+		t.Errorf("32 databases under 1024 descriptors: %v", err)
+	}
+	tooMany := &config.Config{Databases: make([]config.Database, 1), Server: config.Server{MaxConnections: 5000}}
+	_, _, err := connectionLimits(tooMany, 4096)
+	if err == nil || !strings.Contains(err.Error(), "server.max_connections (5000)") {
+		t.Errorf("explicit cap over the limit: %v", err)
+	}
+	explicit := &config.Config{Databases: make([]config.Database, 1), Server: config.Server{MaxConnections: 10, MetricsMaxConnections: 3}}
+	if api, metrics, err := connectionLimits(explicit, 4096); api != 10 || metrics != 3 || err != nil {
+		t.Errorf("explicit caps: %d, %d, %v", api, metrics, err)
+	}
+}
+
+// TestConnectionsBeyondTheCapAreClosed holds the API's cap of idle
+// connections: the next client is disconnected at once (not left in the
+// backlog), and is served again as soon as one held connection goes.
+func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
+	s, token := startDev(t, func(c *config.Config) { c.Server.MaxConnections, c.Server.MetricsMaxConnections = 4, 2 })
+	var held []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", s.APIAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	waitActive(t, s.apiLimit, 4)
+	c, err := net.Dial("tcp", s.APIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		t.Fatalf("a connection over the cap was not closed: %v", err)
+	}
+	c.Close()
+	if got := s.apiLimit.rejected.Load(); got < 1 {
+		t.Fatalf("rejected = %d", got)
+	}
+	held[0].Close()
+	waitActive(t, s.apiLimit, 3)
+	code, _ := get(t, s.APIAddr(), "/v1/stats", token)
+	if code != http.StatusOK {
+		t.Fatalf("after a slot freed: %d", code)
+	}
+	// The metrics listener has its own cap.
+	for range 2 {
+		m, err := net.Dial("tcp", s.MetricsAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+	}
+	waitActive(t, s.metricsLimit, 2)
+	if _, err := http.Get("http://" + s.MetricsAddr() + "/metrics"); err == nil {
+		t.Fatal("a scrape over the metrics cap was served")
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func waitActive(t *testing.T, l *limitListener, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.active.Load() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s listener: %d active connections, want %d", l.name, l.active.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func get(t *testing.T, addr, path, token string) (int, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header
+}
+
+// TestUnauthenticatedRequestsDoNotKeepConnections: a liveness ping or a
+// refused token closes its connection after the response; an authenticated
+// request keeps it.
+func TestUnauthenticatedRequestsDoNotKeepConnections(t *testing.T) {
+	s, token := startDev(t, nil)
+	for _, tc := range []struct {
+		path, token string
+		keep        bool
+	}{
+		{"/healthz", "", false},
+		{"/v1/stats", "", false},
+		{"/v1/stats", "rfd_" + strings.Repeat("A", 43), false},
+		{"/v1/stats", token, true},
+		{"/healthz", token, true},
+	} {
+		c, err := net.Dial("tcp", s.APIAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth := ""
+		if tc.token != "" {
+			auth = "Authorization: Bearer " + tc.token + "\r\n"
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", tc.path, auth)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = br.ReadByte()
+		closed := err == io.EOF
+		if closed == tc.keep || resp.Close == tc.keep {
+			t.Errorf("%s (token %v): connection closed=%v (resp.Close %v), want kept=%v", tc.path, tc.token != "", closed, resp.Close, tc.keep)
+		}
+		c.Close()
+	}
+}
+
+// TestMetricsListenerIsBounded: the metrics listener has idle, read and
+// header timeouts and a small header limit (on main it had none of the
+// first two and the default 1 MiB header limit).
+func TestMetricsListenerIsBounded(t *testing.T) {
+	s, _ := startDev(t, nil)
+	for name, h := range map[string]*http.Server{"api": s.api, "metrics": s.metrics} {
+		if h.ReadHeaderTimeout <= 0 || h.ReadTimeout <= 0 || h.WriteTimeout <= 0 || h.IdleTimeout <= 0 || h.MaxHeaderBytes <= 0 || h.MaxHeaderBytes > 64<<10 {
+			t.Errorf("%s listener is not bounded: %+v", name, h)
+		}
+		if h.ErrorLog == nil {
+			t.Errorf("%s listener logs its errors to the standard logger", name)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.MetricsAddr()+"/metrics", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 100<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 100 KiB header on /metrics: %d", resp.StatusCode)
+	}
+}
+
+// TestStopCutsOffASlowClientAfterTheGrace: a client that sends a request's
+// headers and then stalls its body holds the handler until the read
+// timeout (30 s); Stop waits for it only the configured grace.
+func TestStopCutsOffASlowClientAfterTheGrace(t *testing.T) {
+	s, token := startDev(t, func(c *config.Config) { c.Server.ShutdownGrace = 100 * time.Millisecond })
+	c, err := net.Dial("tcp", s.APIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/databases/default/commands/place_order HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"in", token)
+	waitActive(t, s.apiLimit, 1)
+	time.Sleep(50 * time.Millisecond) // let the handler start reading the body
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- s.Stop(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Stop took %v with a grace of 100ms", time.Since(start))
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop waited for the slow client past the grace (the read timeout is 30 s)")
+	}
+}
+
+func TestLimitedLogBacksOff(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l := newLimitedLog(zap.New(core), time.Second, 8*time.Second)
+	t0 := time.Unix(1000, 0)
+	logged := 0
+	// One attempt every 10 ms for 60 s: 6,000 attempts.
+	for i := range 6000 {
+		if f, ok := l.admit(t0.Add(time.Duration(i) * 10 * time.Millisecond)); ok {
+			logged++
+			l.log.Warn("x", f)
+		}
+	}
+	// 0, 1, 3, 7, 15, 23, … s: the interval doubles to 8 s, then stays.
+	if logged < 5 || logged > 12 {
+		t.Fatalf("logged %d of 6000", logged)
+	}
+	var suppressed int64
+	for _, e := range logs.All() {
+		suppressed += e.ContextMap()["suppressed"].(int64)
+	}
+	// Every attempt is either logged or counted (the last ones are counted
+	// in the next line that will be logged).
+	if total := suppressed + int64(logged) + l.suppressed; total != 6000 {
+		t.Fatalf("logged %d, suppressed %d + %d pending: %d attempts, want 6000", logged, suppressed, l.suppressed, total)
+	}
+	// After a quiet spell it starts over at the first interval.
+	if _, ok := l.admit(t0.Add(10 * time.Minute)); !ok {
+		t.Fatal("not logged after a quiet spell")
+	}
+	if _, ok := l.admit(t0.Add(10*time.Minute + 1500*time.Millisecond)); !ok {
+		t.Fatal("the interval did not start over")
+	}
+}

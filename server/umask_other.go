@@ -1,5 +1,0 @@
-//go:build !unix
-
-package server
-
-func setPrivateUmask() {}
