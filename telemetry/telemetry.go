@@ -77,11 +77,16 @@ type Config struct {
 	// decisions are made and sampled spans feed metric exemplars) but are
 	// not exported anywhere.
 	OTLPEndpoint string
-	// SampleRatio is the fraction of root spans that are sampled, in [0, 1].
-	// Spans with a parent follow the parent's decision. Zero means no root
-	// span is sampled: the caller passes its configured value, no default is
-	// implied.
+	// SampleRatio is the fraction of traces that are sampled, in [0, 1]:
+	// it decides for root spans and for spans whose parent came from
+	// another process (see Sampler). Zero means nothing is sampled unless
+	// HonorSampledParent is set: the caller passes its configured value, no
+	// default is implied.
 	SampleRatio float64
+	// HonorSampledParent samples every span whose remote parent is
+	// sampled, whatever SampleRatio says. False means a remote parent's
+	// sampled flag is ignored and SampleRatio decides.
+	HonorSampledParent bool
 	// LogLevel is debug, info, warn or error; empty means info.
 	LogLevel string
 	// LogOutput receives the JSON log lines; nil means os.Stderr. It must
@@ -93,8 +98,8 @@ type Config struct {
 // receive TracerProvider and MeterProvider explicitly; nothing is installed
 // as an OpenTelemetry global except the W3C TraceContext+Baggage propagator.
 type Telemetry struct {
-	// TracerProvider samples parent-based with Config.SampleRatio for roots
-	// and exports through OTLP/gRPC when Config.OTLPEndpoint is set.
+	// TracerProvider samples with Sampler(Config.SampleRatio,
+	// Config.HonorSampledParent) and exports through OTLP/gRPC when Config.OTLPEndpoint is set.
 	TracerProvider *sdktrace.TracerProvider
 	// MeterProvider is read by the Prometheus exporter at scrape time.
 	MeterProvider *sdkmetric.MeterProvider
@@ -132,7 +137,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 
 	tpOpts := []sdktrace.TracerProviderOption{
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
+		sdktrace.WithSampler(Sampler(cfg.SampleRatio, cfg.HonorSampledParent)),
 	}
 	if cfg.OTLPEndpoint != "" {
 		exp, err := otlptracegrpc.New(ctx,
@@ -171,11 +176,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		sdkmetric.WithResource(res),
 		sdkmetric.WithReader(promExp),
 		sdkmetric.WithExemplarFilter(exemplar.TraceBasedFilter),
-		sdkmetric.WithView(
-			sdkmetric.NewView(
-				sdkmetric.Instrument{Name: "*.duration", Kind: sdkmetric.InstrumentKindHistogram},
-				sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: DurationBuckets}}),
-		))
+		sdkmetric.WithView(view()))
 
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		EnableOpenMetrics: true,

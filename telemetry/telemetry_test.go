@@ -191,54 +191,6 @@ func TestOtherHistogramsKeepAdvisedBuckets(t *testing.T) {
 	}
 }
 
-func TestSamplerIsParentBasedWithRootRatio(t *testing.T) {
-	remote := func(sampled bool) context.Context {
-		sc := trace.NewSpanContext(trace.SpanContextConfig{
-			TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, Remote: true,
-		})
-		if sampled {
-			sc = sc.WithTraceFlags(trace.FlagsSampled)
-		}
-		return trace.ContextWithRemoteSpanContext(context.Background(), sc)
-	}
-	t.Run("ratio 0", func(t *testing.T) {
-		tel, _ := setup(t, telemetry.Config{SampleRatio: 0})
-		tr := tel.TracerProvider.Tracer("test")
-		for range 50 {
-			_, root := tr.Start(context.Background(), "riffdb.command")
-			if root.SpanContext().IsSampled() {
-				t.Fatal("root span sampled with ratio 0")
-			}
-			if !root.SpanContext().IsValid() {
-				t.Fatal("unsampled root span has no valid ids (needed for log correlation)")
-			}
-			root.End()
-		}
-		_, child := tr.Start(remote(true), "riffdb.command")
-		defer child.End()
-		if !child.SpanContext().IsSampled() {
-			t.Error("child of a sampled parent not sampled with ratio 0")
-		}
-		if child.SpanContext().TraceID() != (trace.TraceID{1, 2, 3}) {
-			t.Error("child does not continue the parent's trace")
-		}
-	})
-	t.Run("ratio 1", func(t *testing.T) {
-		tel, _ := setup(t, telemetry.Config{SampleRatio: 1})
-		tr := tel.TracerProvider.Tracer("test")
-		_, root := tr.Start(context.Background(), "riffdb.command")
-		defer root.End()
-		if !root.SpanContext().IsSampled() {
-			t.Error("root span not sampled with ratio 1")
-		}
-		_, child := tr.Start(remote(false), "riffdb.command")
-		defer child.End()
-		if child.SpanContext().IsSampled() {
-			t.Error("child of an unsampled parent sampled")
-		}
-	})
-}
-
 func TestSetupRejectsBadConfig(t *testing.T) {
 	for _, r := range []float64{-0.1, 1.01, math.NaN(), math.Inf(1)} {
 		if _, err := telemetry.Setup(context.Background(), telemetry.Config{SampleRatio: r}); !errors.Is(err, telemetry.ErrInvalidSampleRatio) {
@@ -348,9 +300,10 @@ func TestShutdownFlushesSpansToOTLP(t *testing.T) {
 	_, child := tr.Start(ctx, "riffdb.archive.txn")
 	child.End()
 	parent.End()
-	// An unsampled span must not be exported.
-	_, dropped := tr.Start(trace.ContextWithRemoteSpanContext(context.Background(),
-		trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}, Remote: true})), "unsampled")
+	// An unsampled span (the child of an unsampled local parent, the only
+	// kind ratio 1 leaves unsampled) must not be exported.
+	_, dropped := tr.Start(trace.ContextWithSpanContext(context.Background(),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}})), "unsampled")
 	dropped.End()
 
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
