@@ -111,7 +111,9 @@ func Validate(data []byte) error {
 	return s.end()
 }
 
-// Members reads data, which must be one strict JSON object, and calls fn
+// Members reads data, which must be one strict JSON object (an empty or
+// blank data is NotObject, other non-objects that are not JSON are Syntax,
+// and the other values NotObject), and calls fn
 // for each member in document order with the decoded key and the member's
 // raw value (without surrounding whitespace), once that value has been
 // validated. A validation problem anywhere in data is returned as an
@@ -121,7 +123,10 @@ func Validate(data []byte) error {
 func Members(data []byte, fn func(key string, value []byte) error) error {
 	s := scanner{data: data}
 	s.skipSpace()
-	if s.pos >= len(s.data) || s.data[s.pos] != '{' {
+	if s.pos >= len(s.data) {
+		return s.fail(NotObject, false) // nothing at all
+	}
+	if s.data[s.pos] != '{' {
 		if err := s.value(); err != nil {
 			return err // not JSON at all
 		}

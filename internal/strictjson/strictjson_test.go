@@ -125,7 +125,7 @@ func TestMembers(t *testing.T) {
 	if err := strictjson.Members([]byte(`{"a":1,"b":2}`), func(string, []byte) error { return stop }); err != stop {
 		t.Fatalf("fn's error: got %v", err)
 	}
-	for _, in := range []string{`[]`, `"{}"`, `null`, `1`} {
+	for _, in := range []string{`[]`, `"{}"`, `null`, `1`, ``, " \n"} {
 		var e *strictjson.Error
 		if err := strictjson.Members([]byte(in), func(string, []byte) error { return nil }); !errors.As(err, &e) || e.Problem != strictjson.NotObject {
 			t.Errorf("Members(%s) = %v, want NotObject", in, err)

@@ -18,10 +18,15 @@
 // Plan has a stable ID derived from a canonical description of the plan, so
 // the same contract yields the same ids across restarts and machines.
 //
-// Plan.Events validates one command's JSON input strictly (unknown, missing,
-// duplicate and mistyped fields are refused, with messages that name the
-// field but never echo its value) and returns one Draft per emitted event
-// type. Every draft's payload is the canonical JSON of the validated input:
+// Plan.Events validates one command's JSON input strictly and returns one
+// Draft per emitted event type. The input is read under internal/strictjson's
+// rules, the same ones the HTTP envelope is read with: one JSON object and
+// nothing after it, every string valid UTF-8 with no unpaired surrogate
+// escape, no repeated key at any depth. Unknown, missing, repeated and
+// mistyped fields are refused too. Every refusal is an *InputError whose
+// Detail is one sentence that names the field but never echoes its value.
+// So the payload is exactly what the client sent, read one way only: no
+// two different strings ever map to the same payload. Every draft's payload is the canonical JSON of the validated input:
 // keys sorted, no whitespace, integers in plain decimal, bytes as standard
 // padded base64, absent optional fields omitted, and strings encoded by
 // encoding/json without HTML escaping. The same logical input therefore

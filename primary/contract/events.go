@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/riffdb/riffdb/internal/strictjson"
 )
 
 // Draft is one event a command execution emits, before the primary assigns
@@ -29,8 +29,9 @@ type value struct {
 }
 
 // Events validates input against the plan and returns one draft per emitted
-// event type, in the plan's Emits order. Every error wraps ErrInvalidInput
-// and names the offending field without echoing its value. The payloads of
+// event type, in the plan's Emits order. Every error is an *InputError
+// (wrapping ErrInvalidInput) that names the offending field without
+// echoing its value. The payloads of
 // the drafts are equal, independent slices holding the canonical JSON of the
 // input (see the package documentation); equal logical input always yields
 // identical bytes.
@@ -78,107 +79,84 @@ func (p *Plan) parse(input json.RawMessage) ([]value, error) {
 	if values, ok := p.parseFast(input); ok {
 		return values, nil
 	}
-	return p.parseDecoder(input)
+	return p.parseReference(input)
 }
 
-// parseDecoder is the reference parser: encoding/json's decoder, token by
-// token. It produces every error.
-func (p *Plan) parseDecoder(input json.RawMessage) ([]value, error) {
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("%w: input must be a JSON object", ErrInvalidInput)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fmt.Errorf("%w: input must be a JSON object", ErrInvalidInput)
-	}
+// parseReference is the reference parser: it reads the input under
+// strictjson's rules (the ones the HTTP envelope is read with) and
+// produces every error.
+func (p *Plan) parseReference(input json.RawMessage) ([]value, error) {
 	values := make([]value, len(p.Fields))
-	seen := make([]bool, len(p.Fields))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("%w: input is not valid JSON", ErrInvalidInput)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, fmt.Errorf("%w: input is not valid JSON", ErrInvalidInput)
-		}
+	err := strictjson.Members(input, func(key string, raw []byte) error {
 		i := p.fieldIndex(key)
 		if i < 0 {
-			return nil, fmt.Errorf("%w: unknown field %s", ErrInvalidInput, quoteName(key))
+			return inputErrorf("input has an unknown field %s", quoteName(key))
 		}
-		if seen[i] {
-			return nil, fmt.Errorf("%w: field %q appears more than once", ErrInvalidInput, key)
-		}
-		seen[i] = true
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("%w: input is not valid JSON (at field %q)", ErrInvalidInput, key)
-		}
+		// strictjson refuses a repeated key before its second value.
 		v, err := convert(p.Fields[i], raw)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		values[i] = v
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, fmt.Errorf("%w: input is not valid JSON", ErrInvalidInput)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: unexpected data after the input object", ErrInvalidInput)
+		return nil
+	})
+	if err != nil {
+		var se *strictjson.Error
+		if !errors.As(err, &se) {
+			return nil, err
+		}
+		if len(se.Path) > 0 && p.fieldIndex(se.Path[0]) < 0 {
+			// A problem inside an unknown field: the field is the fault.
+			return nil, inputErrorf("input has an unknown field %s", quoteName(se.Path[0]))
+		}
+		return nil, StrictInputError(se)
 	}
 	for i, f := range p.Fields {
 		if !values[i].present && !f.Optional {
-			return nil, fmt.Errorf("%w: required field %q is missing", ErrInvalidInput, f.Name)
+			return nil, inputErrorf("required input field %q is missing", f.Name)
 		}
 	}
 	return values, nil
 }
 
-// convert checks one raw JSON value against its field's type. raw is
-// syntactically valid JSON (the decoder checked it) with no surrounding
-// whitespace.
-func convert(f Field, raw json.RawMessage) (value, error) {
+// convert checks one raw JSON value against its field's type. raw is one
+// value that strictjson validated, with no surrounding whitespace.
+func convert(f Field, raw []byte) (value, error) {
 	if string(raw) == "null" {
 		if f.Optional {
 			return value{}, nil
 		}
-		return value{}, fmt.Errorf("%w: required field %q is null", ErrInvalidInput, f.Name)
+		return value{}, inputErrorf("required input field %q is null", f.Name)
 	}
 	switch f.Type {
 	case TypeString, TypeBytes:
-		if len(raw) == 0 || raw[0] != '"' {
-			return value{}, fmt.Errorf("%w: field %q must be a %s", ErrInvalidInput, f.Name, describe(f.Type))
+		if raw[0] != '"' {
+			return value{}, fieldErrorf(f.Name, "must be a %s", describe(f.Type))
 		}
-		// encoding/json silently replaces invalid UTF-8 with U+FFFD; refuse
-		// it instead, so that a payload never differs from what was sent.
-		if !utf8.Valid(raw) {
-			return value{}, fmt.Errorf("%w: field %q is not valid UTF-8", ErrInvalidInput, f.Name)
-		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return value{}, fmt.Errorf("%w: field %q must be a %s", ErrInvalidInput, f.Name, describe(f.Type))
+		s, err := strictjson.Unquote(raw)
+		if err != nil {
+			// Not reached: Members validated raw under the same rules.
+			return value{}, fieldErrorf(f.Name, "must be a %s", describe(f.Type))
 		}
 		if f.Type == TypeString {
 			return value{present: true, str: s}, nil
 		}
 		b, err := base64.StdEncoding.Strict().DecodeString(s)
 		if err != nil {
-			return value{}, fmt.Errorf("%w: field %q must be standard base64 (with padding)", ErrInvalidInput, f.Name)
+			return value{}, fieldErrorf(f.Name, "must be standard base64 (with padding)")
 		}
 		return value{present: true, str: string(b)}, nil
 	case TypeInt:
-		if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-			return value{}, fmt.Errorf("%w: field %q must be an integer", ErrInvalidInput, f.Name)
+		if !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+			return value{}, fieldErrorf(f.Name, "must be an integer")
 		}
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil {
 			if errors.Is(err, strconv.ErrRange) {
-				return value{}, fmt.Errorf("%w: field %q is out of the 64-bit integer range", ErrInvalidInput, f.Name)
+				return value{}, fieldErrorf(f.Name, "is out of the 64-bit integer range")
 			}
 			// A JSON number with a fraction or an exponent.
-			return value{}, fmt.Errorf("%w: field %q must be an integer (no fraction or exponent)", ErrInvalidInput, f.Name)
+			return value{}, fieldErrorf(f.Name, "must be an integer (no fraction or exponent)")
 		}
 		return value{present: true, num: n}, nil
 	case TypeBool:
@@ -188,7 +166,7 @@ func convert(f Field, raw json.RawMessage) (value, error) {
 		case "false":
 			return value{present: true}, nil
 		}
-		return value{}, fmt.Errorf("%w: field %q must be a boolean", ErrInvalidInput, f.Name)
+		return value{}, fieldErrorf(f.Name, "must be a boolean")
 	}
 	// Compile admits only the four types above.
 	panic(fmt.Sprintf("contract: field %q has unknown type %q", f.Name, f.Type))

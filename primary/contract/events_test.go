@@ -65,8 +65,11 @@ func TestCanonicalization(t *testing.T) {
 		{"unicode stays literal",
 			`{"s":"日本 😀","i":1,"b":true,"raw":""}`,
 			`{"b":true,"i":1,"raw":"","s":"日本 😀"}`},
-		{"lone surrogate escape becomes U+FFFD",
-			`{"s":"\ud800","i":1,"b":true,"raw":""}`,
+		{"surrogate pair escape is decoded",
+			`{"s":"\ud83d\ude00\uD83D\uDE00","i":1,"b":true,"raw":""}`,
+			`{"b":true,"i":1,"raw":"","s":"😀😀"}`},
+		{"replacement character escape stays itself",
+			`{"s":"\ufffd","i":1,"b":true,"raw":""}`,
 			"{\"b\":true,\"i\":1,\"raw\":\"\",\"s\":\"\uFFFD\"}"},
 		{"int64 extremes",
 			`{"s":"","i":-9223372036854775808,"oi":9223372036854775807,"b":true,"raw":""}`,
@@ -106,12 +109,12 @@ func TestEventsInputErrors(t *testing.T) {
 		{"string", `"` + secret + `"`, "JSON object"},
 		{"broken json", `{"s":"` + secret + `",`, "not valid JSON"},
 		{"broken value", `{"s":tru}`, "not valid JSON"},
-		{"trailing data", `{"s":"` + secret + `","i":1,"b":true,"raw":""} {}`, "after the input object"},
-		{"trailing garbage", `{"s":"` + secret + `","i":1,"b":true,"raw":""}x`, "after the input object"},
+		{"trailing data", `{"s":"` + secret + `","i":1,"b":true,"raw":""} {}`, "after the JSON object"},
+		{"trailing garbage", `{"s":"` + secret + `","i":1,"b":true,"raw":""}x`, "after the JSON object"},
 		{"unknown field", `{"s":"` + secret + `","i":1,"b":true,"raw":"","extra":1}`, `unknown field "extra"`},
 		{"unknown field long name", `{"` + strings.Repeat("k", 500) + `":1}`, `unknown field "kkkk`},
-		{"missing required", `{"i":1,"b":true,"raw":""}`, `required field "s" is missing`},
-		{"null required", `{"s":null,"i":1,"b":true,"raw":""}`, `required field "s" is null`},
+		{"missing required", `{"i":1,"b":true,"raw":""}`, `required input field "s" is missing`},
+		{"null required", `{"s":null,"i":1,"b":true,"raw":""}`, `required input field "s" is null`},
 		{"duplicate key", `{"s":"` + secret + `","s":"` + secret + `","i":1,"b":true,"raw":""}`, `field "s" appears more than once`},
 		{"duplicate key via escape", `{"s":"a","\u0073":"b","i":1,"b":true,"raw":""}`, `field "s" appears more than once`},
 		{"duplicate optional null", `{"os":null,"os":"` + secret + `","s":"","i":1,"b":true,"raw":""}`, `field "os" appears more than once`},
@@ -134,7 +137,17 @@ func TestEventsInputErrors(t *testing.T) {
 		{"bytes nonzero padding bits", `{"s":"","i":1,"b":true,"raw":"AAF="}`, `field "raw" must be standard base64`},
 		{"invalid utf8 string", "{\"s\":\"" + secret + "\xff\",\"i\":1,\"b\":true,\"raw\":\"\"}", `field "s" is not valid UTF-8`},
 		{"invalid utf8 optional", "{\"os\":\"\xc3\x28\",\"s\":\"\",\"i\":1,\"b\":true,\"raw\":\"\"}", `field "os" is not valid UTF-8`},
-		{"invalid utf8 key", "{\"s\xff\":\"\",\"i\":1,\"b\":true,\"raw\":\"\"}", `unknown field`},
+		{"invalid utf8 key", "{\"s\xff\":\"\",\"i\":1,\"b\":true,\"raw\":\"\"}", `input has a key that is not valid UTF-8`},
+		{"invalid utf8 escaped string", "{\"s\":\"\\n\xfe\",\"i\":1,\"b\":true,\"raw\":\"\"}", `field "s" is not valid UTF-8`},
+		{"invalid utf8 base64", "{\"s\":\"\",\"i\":1,\"b\":true,\"raw\":\"AA\xff=\"}", `field "raw" is not valid UTF-8`},
+		{"lone high surrogate", `{"s":"\ud800","i":1,"b":true,"raw":""}`, `field "s" holds an unpaired UTF-16 surrogate escape`},
+		{"lone low surrogate", `{"s":"\udfff","i":1,"b":true,"raw":""}`, `field "s" holds an unpaired UTF-16 surrogate escape`},
+		{"high surrogate then text", `{"s":"` + secret + `\ud83dx","i":1,"b":true,"raw":""}`, `field "s" holds an unpaired UTF-16 surrogate escape`},
+		{"surrogates in the wrong order", `{"os":"\ude00\ud83d","s":"","i":1,"b":true,"raw":""}`, `field "os" holds an unpaired UTF-16 surrogate escape`},
+		{"lone surrogate in a key", `{"\ud800":"","i":1,"b":true,"raw":""}`, `input has a key that holds an unpaired UTF-16 surrogate escape`},
+		{"lone surrogate in an unknown field", `{"zz":"\ud800","s":"","i":1,"b":true,"raw":""}`, `input has an unknown field "zz"`},
+		{"duplicate key inside a value", `{"s":{"a":1,"a":2},"i":1,"b":true,"raw":""}`, `field "s" holds an object with a repeated key`},
+		{"too deep", `{"s":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, `field "s" nests more than 1000 levels deep`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,6 +168,18 @@ func TestEventsInputErrors(t *testing.T) {
 			if len(msg) > 200 {
 				t.Fatalf("err is %d bytes long", len(msg))
 			}
+			// One sentence for the client, under one prefix for logs.
+			var ie *contract.InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("err %v is not an *InputError", err)
+			}
+			detail := ie.Detail()
+			if msg != "contract: invalid input: "+detail || strings.Contains(detail, "invalid input") || strings.Contains(detail, "contract") {
+				t.Fatalf("err = %q, detail %q: want one prefix over the detail", msg, detail)
+			}
+			if !strings.HasPrefix(detail, "input ") && !strings.HasPrefix(detail, "required input field ") {
+				t.Fatalf("detail %q does not start by naming the input", detail)
+			}
 		})
 	}
 }
@@ -166,5 +191,28 @@ func TestEventsAllOptional(t *testing.T) {
 		if err != nil || string(got) != `{}` {
 			t.Fatalf("Canonical(%s) = %s, %v; want {}", in, got, err)
 		}
+	}
+}
+
+// TestDistinctStringsStayDistinct: strings encoding/json would read as
+// U+FFFD are refused, so no two different inputs share a payload.
+func TestDistinctStringsStayDistinct(t *testing.T) {
+	p := plan(t, kinds, "all")
+	in := func(s string) json.RawMessage {
+		return json.RawMessage(`{"s":"` + s + `","i":1,"b":true,"raw":""}`)
+	}
+	for _, s := range []string{`\ud800`, `\udfff`, `\udbff\udbff`, "\xff", "\xfe", "\xed\xa0\x80"} {
+		if got, err := p.Canonical(in(s)); !errors.Is(err, contract.ErrInvalidInput) {
+			t.Errorf("string %q: Canonical = %s, %v; want it refused", s, got, err)
+		}
+	}
+	// The replacement character itself, escaped or not, is one string.
+	a, err := p.Canonical(in(`\ufffd`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Canonical(in("\uFFFD"))
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("U+FFFD escaped %s, literal %s, %v", a, b, err)
 	}
 }

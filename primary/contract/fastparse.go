@@ -10,9 +10,10 @@ import (
 // values are unescaped strings, plain integers, booleans or null, each
 // matching its field. It reports ok=false for anything else (an escape, a
 // number with a fraction, an unknown or repeated field, any error), and
-// parse then runs the reference decoder, which alone produces every error.
-// When ok, the values are exactly those the reference decoder would return
-// (TestParseFastAgreesWithDecoder and FuzzEvents check this).
+// parse then runs the reference parser, which alone produces every error.
+// When ok, the values are exactly those the reference parser would return
+// and the input obeys strictjson's rules (TestParseFastAgreesWithDecoder,
+// FuzzParseFastAgreesWithDecoder and FuzzEvents check this).
 func (p *Plan) parseFast(in []byte) (values []value, ok bool) {
 	i := skipSpace(in, 0)
 	if i >= len(in) || in[i] != '{' {
@@ -145,7 +146,7 @@ func scanValue(f Field, in []byte, i int) (int, value, bool) {
 		for ; j < len(in) && in[j] >= '0' && in[j] <= '9'; j++ {
 			d := int64(in[j] - '0')
 			if n < (minInt64+d)/10 {
-				return 0, value{}, false // out of range: the decoder reports it
+				return 0, value{}, false // out of range: the reference parser reports it
 			}
 			n = n*10 - d
 		}

@@ -3,6 +3,8 @@ package contract
 import (
 	"reflect"
 	"testing"
+
+	"github.com/riffdb/riffdb/internal/strictjson"
 )
 
 const fastKinds = `
@@ -50,6 +52,17 @@ var fastSeeds = []string{
 	`{"s":{},"i":[],"b":true,"raw":""}`,
 	`{"s":"x","i":1,"b":true,"raw":"","os":"\"q\""}`,
 	`{}`, `{ }`, `[]`, ``, `null`, `{`, `"s"`, ` `,
+	`{"s":"\ud800","i":1,"b":true,"raw":""}`,
+	`{"s":"\udfff","i":1,"b":true,"raw":""}`,
+	`{"s":"\ufffd","i":1,"b":true,"raw":""}`,
+	"{\"s\":\"\xef\xbf\xbd\",\"i\":1,\"b\":true,\"raw\":\"\"}",
+	`{"s":"\ud83d\ude00","i":1,"b":true,"raw":""}`,
+	`{"s":"\ude00\ud83d","i":1,"b":true,"raw":""}`,
+	`{"s":"\ud83dx","i":1,"b":true,"raw":""}`,
+	"{\"s\":\"\xed\xa0\x80\",\"i\":1,\"b\":true,\"raw\":\"\"}",
+	"{\"s\":\"\xfe\",\"i\":1,\"b\":true,\"raw\":\"\"}",
+	"{\"s\xff\":\"\",\"i\":1,\"b\":true,\"raw\":\"\"}",
+	`{"s":{"a":1,"a":2},"i":1,"b":true,"raw":""}`,
 }
 
 func fastPlan(t testing.TB) *Plan {
@@ -66,15 +79,18 @@ func fastPlan(t testing.TB) *Plan {
 func checkAgreement(t *testing.T, p *Plan, in []byte) {
 	t.Helper()
 	fast, ok := p.parseFast(in)
-	ref, err := p.parseDecoder(in)
+	ref, err := p.parseReference(in)
 	if !ok {
-		return // the decoder decides
+		return // the reference parser decides
+	}
+	if verr := strictjson.Validate(in); verr != nil {
+		t.Fatalf("fast path accepted %q, which strictjson refuses: %v", in, verr)
 	}
 	if err != nil {
-		t.Fatalf("fast path accepted %q, the decoder refuses it: %v", in, err)
+		t.Fatalf("fast path accepted %q, the reference parser refuses it: %v", in, err)
 	}
 	if !reflect.DeepEqual(fast, ref) {
-		t.Fatalf("input %q: fast path %+v, decoder %+v", in, fast, ref)
+		t.Fatalf("input %q: fast path %+v, reference parser %+v", in, fast, ref)
 	}
 }
 

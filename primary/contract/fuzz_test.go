@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/riffdb/riffdb/internal/strictjson"
 	"github.com/riffdb/riffdb/primary/contract"
 )
 
@@ -58,12 +59,25 @@ func FuzzEvents(f *testing.F) {
 		"{\"s\":\"\xff\",\"i\":1,\"b\":true,\"raw\":\"\"}",
 		`{"s":"","i":1,"b":true,"raw":"AAEC\r\nAw=="} `,
 		`[]`, ``, `null`,
+		`{"s":"\udfff","i":1,"b":true,"raw":""}`,
+		`{"s":"\ud83d\ude00","i":1,"b":true,"raw":""}`,
+		`{"s":"\ude00\ud83d","i":1,"b":true,"raw":""}`,
+		`{"s":"\ufffd","i":1,"b":true,"raw":""}`,
+		"{\"s\":\"\xfe\",\"i\":1,\"b\":true,\"raw\":\"\"}",
+		"{\"s\xff\":\"\",\"i\":1,\"b\":true,\"raw\":\"\"}",
+		`{"s":"","i":1,"b":true,"raw":"","s":""}`,
+		`{"s":{"a":1,"a":2},"i":1,"b":true,"raw":""}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		drafts, err := p.Events(json.RawMessage(in))
+		// The input obeys the rules the envelope is read with: whatever
+		// strictjson refuses, the contract refuses.
+		if verr := strictjson.Validate(in); verr != nil && err == nil {
+			t.Fatalf("Events accepts %q, which strictjson refuses: %v", in, verr)
+		}
 		if err != nil {
 			if !errors.Is(err, contract.ErrInvalidInput) {
 				t.Fatalf("error does not wrap ErrInvalidInput: %v", err)
