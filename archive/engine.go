@@ -13,7 +13,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/goexit"
+	"github.com/riffdb/riffdb/internal/ratelog"
 )
 
 // engineState records why the storage engine became unusable. Pebble's
@@ -24,10 +26,11 @@ type engineState struct {
 	log   *zap.Logger
 	clock func() time.Time
 
-	mu         sync.Mutex
-	failure    error
-	lastBgLog  time.Time
-	suppressed int
+	mu      sync.Mutex
+	failure error
+
+	bgOnce sync.Once
+	bg     *ratelog.Logger // background errors, see backgroundLog
 }
 
 func (e *engineState) err() error {
@@ -46,26 +49,33 @@ func (e *engineState) fail(err error) {
 	}
 }
 
-// backgroundError logs Pebble background errors at most once a second: a
-// full disk makes Pebble retry a failing flush in a tight loop.
-func (e *engineState) backgroundError(err error) {
-	e.mu.Lock()
-	now := e.clock()
-	if now.Sub(e.lastBgLog) < time.Second {
-		e.suppressed++
-		e.mu.Unlock()
-		return
+// backgroundLog returns the rate-limited logger of Pebble's background
+// errors. A full disk or a process out of file descriptors makes Pebble
+// retry a failing flush in a tight loop: each distinct error is logged at
+// most once per interval (1 s, backing off to 30 s while it repeats) with
+// the count of reports in between, without paths and without the stack
+// that zap.Error adds for Pebble's errors; a successful flush or
+// compaction logs that it cleared (see pebbleOptions).
+func (e *engineState) backgroundLog() *ratelog.Logger {
+	e.bgOnce.Do(func() {
+		e.bg = ratelog.New(e.log, clock.Func(e.clock), "archive storage engine background error", ratelog.Options{})
+	})
+	return e.bg
+}
+
+func (e *engineState) backgroundError(err error) { e.backgroundLog().Error(err) }
+
+// backgroundSucceeded is the FlushEnd and CompactionEnd handler: a job
+// that succeeded clears the background errors reported before it.
+func (e *engineState) backgroundSucceeded(err error) {
+	if err == nil {
+		e.backgroundLog().Clear()
 	}
-	n := e.suppressed
-	e.suppressed = 0
-	e.lastBgLog = now
-	e.mu.Unlock()
-	e.log.Warn("archive storage engine background error", zap.Error(err), zap.Int("suppressed", n))
 }
 
 func (e *engineState) dataCorruption(info pebble.DataCorruptionInfo) {
 	e.fail(newError(ErrCorrupt, "storage engine reported corrupt data", info.Details))
-	e.log.Error("archive storage engine reported corrupt data", zap.Error(info.Details))
+	e.log.Error("archive storage engine reported corrupt data", zap.String("error", ratelog.Clean(info.Details)))
 }
 
 // pebbleLogger is the Pebble logger of an archive. Its Fatalf never returns
@@ -76,11 +86,13 @@ func (e *engineState) dataCorruption(info pebble.DataCorruptionInfo) {
 type pebbleLogger struct{ st *engineState }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
-	l.st.log.Debug("archive storage engine", zap.String("message", fmt.Sprintf(format, args...)))
+	l.st.log.Debug("archive storage engine", zap.String("message", ratelog.CleanText(fmt.Sprintf(format, args...))))
 }
 
+// Errorf logs through the background-error logger, classed by format, so
+// that an error Pebble repeats is rate-limited like a background error.
 func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.st.log.Warn("archive storage engine", zap.String("message", fmt.Sprintf(format, args...)))
+	l.st.backgroundLog().Report(format, ratelog.CleanText(fmt.Sprintf(format, args...)))
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
@@ -100,7 +112,7 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 		sentinel = ErrCorrupt
 	}
 	l.st.fail(newError(sentinel, "storage engine fatal error", cause))
-	l.st.log.Error("archive storage engine fatal error; archive marked unusable", zap.String("message", msg))
+	l.st.log.Error("archive storage engine fatal error; archive marked unusable", zap.String("message", ratelog.CleanText(msg)))
 	runtime.Goexit()
 }
 
@@ -205,6 +217,8 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool) *pebble.Options 
 		EventListener: &pebble.EventListener{
 			DataCorruption:  st.dataCorruption,
 			BackgroundError: st.backgroundError,
+			FlushEnd:        func(i pebble.FlushInfo) { st.backgroundSucceeded(i.Err) },
+			CompactionEnd:   func(i pebble.CompactionInfo) { st.backgroundSucceeded(i.Err) },
 			DiskSlow: func(i pebble.DiskSlowInfo) {
 				st.log.Warn("archive disk slow", zap.Duration("duration", i.Duration))
 			},

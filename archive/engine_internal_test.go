@@ -72,7 +72,7 @@ func TestBackgroundErrorsAreRateLimited(t *testing.T) {
 		t.Fatalf("%d log lines for a burst, want 1", n)
 	}
 	*now = now.Add(time.Second)
-	st.backgroundError(errors.New("again"))
+	st.backgroundError(errors.New("flush: no space left on device"))
 	entries := logs.All()
 	if len(entries) != 2 || entries[1].ContextMap()["suppressed"] != int64(999) {
 		t.Fatalf("entries %v", entries)
