@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/statsapi"
 )
 
@@ -210,4 +212,35 @@ func (w *errorLogWriter) Write(p []byte) (int, error) {
 	}
 	w.log.warn("http server error", zap.String("listener", w.name), zap.String("error", msg))
 	return len(p), nil
+}
+
+// registerConnectionMetrics observes each listener's open connections, its
+// cap and the connections it refused.
+func (s *Server) registerConnectionMetrics() error {
+	m := s.tel.MeterProvider.Meter("github.com/riffdb/riffdb/server")
+	open, err := m.Int64ObservableGauge("riffdb.server.connections", metric.WithUnit("{connection}"),
+		metric.WithDescription("Open connections of a listener (api or metrics)."))
+	if err != nil {
+		return err
+	}
+	limit, err := m.Int64ObservableGauge("riffdb.server.connections.limit", metric.WithUnit("{connection}"),
+		metric.WithDescription("The most connections a listener keeps open (server.max_connections, server.metrics_max_connections)."))
+	if err != nil {
+		return err
+	}
+	rejected, err := m.Int64ObservableCounter("riffdb.server.connections.rejected", metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections closed on arrival because the listener was at its cap."))
+	if err != nil {
+		return err
+	}
+	s.connReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, l := range []*limitListener{s.apiLimit, s.metricsLimit} {
+			attrs := metric.WithAttributes(attrkey.Listener.String(l.name))
+			o.ObserveInt64(open, l.active.Load(), attrs)
+			o.ObserveInt64(limit, l.max, attrs)
+			o.ObserveInt64(rejected, l.rejected.Load(), attrs)
+		}
+		return nil
+	}, open, limit, rejected)
+	return err
 }

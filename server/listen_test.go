@@ -107,6 +107,13 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 	if got := s.apiLimit.rejected.Load(); got < 1 {
 		t.Fatalf("rejected = %d", got)
 	}
+	body := scrapeMetrics(t, s)
+	for _, want := range []string{`riffdb_server_connections{riffdb_listener="api"} 4`, `riffdb_server_connections_limit{riffdb_listener="api"} 4`,
+		`riffdb_server_connections_rejected_total{riffdb_listener="api"} 1`, `riffdb_server_connections_limit{riffdb_listener="metrics"} 2`} {
+		if !strings.Contains(body, "\n"+want+"\n") {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
 	held[0].Close()
 	waitActive(t, s.apiLimit, 3)
 	code, _ := get(t, s.APIAddr(), "/v1/stats", token)
@@ -114,6 +121,7 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 		t.Fatalf("after a slot freed: %d", code)
 	}
 	// The metrics listener has its own cap.
+	waitActive(t, s.metricsLimit, 0)
 	for range 2 {
 		m, err := net.Dial("tcp", s.MetricsAddr())
 		if err != nil {
@@ -122,7 +130,7 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 		defer m.Close()
 	}
 	waitActive(t, s.metricsLimit, 2)
-	if _, err := http.Get("http://" + s.MetricsAddr() + "/metrics"); err == nil {
+	if _, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + s.MetricsAddr() + "/metrics"); err == nil {
 		t.Fatal("a scrape over the metrics cap was served")
 	}
 }
@@ -283,4 +291,19 @@ func TestLimitedLogBacksOff(t *testing.T) {
 	if _, ok := l.admit(t0.Add(10*time.Minute + 1500*time.Millisecond)); !ok {
 		t.Fatal("the interval did not start over")
 	}
+}
+
+func scrapeMetrics(t *testing.T, s *Server) string {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + s.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -63,6 +63,7 @@ type Server struct {
 	stopErr   error
 	started   time.Time
 	meterReg  metric.Registration
+	connReg   metric.Registration // registerConnectionMetrics
 }
 
 // New opens every store and prepares the listeners. Nothing is served until
@@ -146,6 +147,9 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	}
 	s.apiLimit = newLimitListener(s.apiLn, "api", apiMax, s.log)
 	s.metricsLimit = newLimitListener(s.metricsLn, "metrics", metricsMax, s.log)
+	if err := s.registerConnectionMetrics(); err != nil {
+		return newStartupError(cfg, "metrics cannot be registered", err)
+	}
 	api := otelhttp.NewHandler(s.apiHandler(), "riffdb.http",
 		otelhttp.WithTracerProvider(s.tel.TracerProvider), otelhttp.WithMeterProvider(s.tel.MeterProvider),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + routeOf(r) }))
@@ -182,9 +186,11 @@ func (s *Server) abandon(context.Context) error {
 			errs = append(errs, ln.Close())
 		}
 	}
-	if s.meterReg != nil {
-		errs = append(errs, s.meterReg.Unregister())
-		s.meterReg = nil
+	for _, reg := range []*metric.Registration{&s.connReg, &s.meterReg} {
+		if *reg != nil {
+			errs = append(errs, (*reg).Unregister())
+			*reg = nil
+		}
 	}
 	for _, d := range s.dbs {
 		if d.worker != nil {
@@ -291,8 +297,10 @@ func (s *Server) Stop(ctx context.Context) error {
 			}
 		}
 		errs = append(errs, s.closeStores())
-		if s.meterReg != nil {
-			errs = append(errs, s.meterReg.Unregister())
+		for _, reg := range []metric.Registration{s.connReg, s.meterReg} {
+			if reg != nil {
+				errs = append(errs, reg.Unregister())
+			}
 		}
 		s.log.Info("riffdb stopped")
 		errs = append(errs, s.tel.Shutdown(ctx))

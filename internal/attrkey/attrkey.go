@@ -20,4 +20,6 @@ const (
 	Store = attribute.Key("riffdb.store")
 	// EventID is an event identity (spans only).
 	EventID = attribute.Key("riffdb.event.id")
+	// Listener names one of the server's listeners: api or metrics.
+	Listener = attribute.Key("riffdb.listener")
 )
