@@ -1,0 +1,96 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/statsapi"
+)
+
+// traceContextHeaders are the W3C headers through which a request joins a
+// trace (traceparent, tracestate) or carries caller-chosen context
+// (baggage).
+var traceContextHeaders = [...]string{"Traceparent", "Tracestate", "Baggage"}
+
+// traceContextGate drops the W3C trace context headers from every request
+// except an authenticated command, before next (the otelhttp handler)
+// extracts them. A request keeps its context only when trust is set (option
+// telemetry.trust_trace_context), it is POST
+// /v1/databases/{alias}/commands/{command}, and authenticated accepts it;
+// every other request starts a new trace, whatever it sent.
+//
+// Why: a client-chosen trace context decides the trace id of the server's
+// span (which then appears in metric exemplars and logs) and, through its
+// sampled flag, could switch sampling on. On the unauthenticated endpoints
+// (/healthz) anyone could do so; the stats and health endpoints have no
+// caller worth joining a trace with.
+//
+// authenticated is called only for command requests that carry at least
+// one of the headers, so ordinary traffic pays nothing. The gate never
+// modifies the request it is given: a dropped header is removed from a
+// shallow copy with its own header map.
+func traceContextGate(trust bool, authenticated func(*http.Request) bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if carriesTraceContext(r.Header) && !(trust && isCommandRequest(r) && authenticated(r)) {
+			stripped := new(http.Request)
+			*stripped = *r
+			stripped.Header = r.Header.Clone()
+			for _, k := range traceContextHeaders {
+				stripped.Header.Del(k)
+			}
+			r = stripped
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func carriesTraceContext(h http.Header) bool {
+	for _, k := range traceContextHeaders {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// isCommandRequest reports whether r is POST
+// /v1/databases/{alias}/commands/{command} with a non-empty alias and
+// command that are not dot segments. It is at least as strict as the API
+// mux: a path the mux would redirect or refuse is not a command here.
+func isCommandRequest(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/databases/")
+	if !ok {
+		return false
+	}
+	alias, command, ok := strings.Cut(rest, "/commands/")
+	return ok && segment(alias) && segment(command)
+}
+
+func segment(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.Contains(s, "/")
+}
+
+// commandAuthenticator returns the predicate traceContextGate needs for the
+// API: the request's bearer token authenticates with auth and grants
+// execute_commands on the alias in its path. A credential store that cannot
+// be read counts as not authenticated (the command handler itself reports
+// that error).
+func commandAuthenticator(auth statsapi.Authenticator) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		token, ok := statsapi.BearerToken(r)
+		if !ok {
+			return false
+		}
+		c, err := auth.Authenticate(token)
+		if err != nil {
+			return false
+		}
+		rest, _ := strings.CutPrefix(r.URL.Path, "/v1/databases/")
+		alias, _, _ := strings.Cut(rest, "/")
+		return alias != "" && c.Allows(capability.ExecuteCommands, alias)
+	}
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/telemetry"
+)
+
+const (
+	clientTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	clientSpanID  = "00f067aa0ba902b7"
+	clientParent  = "00-" + clientTraceID + "-" + clientSpanID + "-01"
+	commandPath   = "/v1/databases/default/commands/place_order"
+)
+
+// seen is what the handler behind the gate and otelhttp observed.
+type seen struct {
+	headers map[string]string
+	baggage string
+	span    trace.SpanContext
+}
+
+// gateSetup builds gate → otelhttp → handler, the order the server uses,
+// with an in-memory span recorder. authenticated accepts "Bearer good" and
+// counts its calls.
+func gateSetup(t *testing.T, trust bool) (h http.Handler, rec *tracetest.SpanRecorder, calls *atomic.Int32, last *seen) {
+	t.Helper()
+	rec = tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(telemetry.Sampler(1, false)), sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	last = &seen{}
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		last.headers = map[string]string{}
+		for _, k := range []string{"traceparent", "tracestate", "baggage"} {
+			if v := r.Header.Get(k); v != "" {
+				last.headers[k] = v
+			}
+		}
+		last.baggage = baggage.FromContext(r.Context()).String()
+		last.span = trace.SpanContextFromContext(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	})
+	calls = &atomic.Int32{}
+	auth := func(r *http.Request) bool {
+		calls.Add(1)
+		return r.Header.Get("Authorization") == "Bearer good"
+	}
+	h = traceContextGate(trust, auth, otelhttp.NewHandler(inner, "riffdb.http",
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))))
+	return h, rec, calls, last
+}
+
+func tracedRequest(method, target, token string) *http.Request {
+	req := httptest.NewRequest(method, target, strings.NewReader(`{}`))
+	req.Header.Set("traceparent", clientParent)
+	req.Header.Set("tracestate", "vendor=client-chosen")
+	req.Header.Set("baggage", "tenant=client-chosen")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return req
+}
+
+func TestTraceContextGateTrustsOnlyAuthenticatedCommands(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		trust        bool
+		method, path string
+		token        string
+		want         bool
+	}{
+		{"authenticated command", true, http.MethodPost, commandPath, "good", true},
+		{"unauthenticated command", true, http.MethodPost, commandPath, "", false},
+		{"command with a bad token", true, http.MethodPost, commandPath, "bad", false},
+		{"trust off", false, http.MethodPost, commandPath, "good", false},
+		{"healthz", true, http.MethodGet, "/healthz", "", false},
+		{"healthz with a good token", true, http.MethodGet, "/healthz", "good", false},
+		{"stats with a good token", true, http.MethodGet, "/v1/stats", "good", false},
+		{"GET on the command path", true, http.MethodGet, commandPath, "good", false},
+		{"extra segment", true, http.MethodPost, commandPath + "/x", "good", false},
+		{"empty alias", true, http.MethodPost, "/v1/databases//commands/place_order", "good", false},
+		{"dot segment", true, http.MethodPost, "/v1/databases/../commands/place_order", "good", false},
+		{"unknown path", true, http.MethodPost, "/v1/other", "good", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, rec, _, last := gateSetup(t, tc.trust)
+			req := tracedRequest(tc.method, tc.path, tc.token)
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			spans := rec.Ended()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want 1", len(spans))
+			}
+			sc := spans[0].SpanContext()
+			joined := sc.TraceID().String() == clientTraceID
+			if joined != tc.want {
+				t.Fatalf("span trace id %s, client's %s: joined = %v, want %v", sc.TraceID(), clientTraceID, joined, tc.want)
+			}
+			if last.span.TraceID() != sc.TraceID() {
+				t.Fatal("handler does not run in the server span")
+			}
+			if tc.want {
+				if spans[0].Parent().SpanID().String() != clientSpanID || !spans[0].Parent().IsRemote() {
+					t.Errorf("span parent %v, want the client's span", spans[0].Parent())
+				}
+				if last.baggage != "tenant=client-chosen" || len(last.headers) != 3 {
+					t.Errorf("trusted request lost its context: headers %v, baggage %q", last.headers, last.baggage)
+				}
+				return
+			}
+			if spans[0].Parent().IsValid() {
+				t.Errorf("untrusted request's span has parent %v", spans[0].Parent())
+			}
+			if len(last.headers) != 0 || last.baggage != "" {
+				t.Errorf("untrusted request kept headers %v, baggage %q", last.headers, last.baggage)
+			}
+			// The gate works on a copy: the server's request is unchanged.
+			if req.Header.Get("traceparent") != clientParent {
+				t.Error("the gate modified the caller's request")
+			}
+		})
+	}
+}
+
+func TestTraceContextGateAuthenticatesOnlyWhenContextIsSent(t *testing.T) {
+	h, _, calls, _ := gateSetup(t, true)
+	req := httptest.NewRequest(http.MethodPost, commandPath, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer good")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if n := calls.Load(); n != 0 {
+		t.Errorf("authenticated %d times for a request without trace context", n)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), tracedRequest(http.MethodGet, "/healthz", "good"))
+	if n := calls.Load(); n != 0 {
+		t.Errorf("authenticated %d times for a request that is not a command", n)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), tracedRequest(http.MethodPost, commandPath, "good"))
+	if n := calls.Load(); n != 1 {
+		t.Errorf("authenticated %d times for a traced command, want 1", n)
+	}
+}
+
+// TestTraceContextGateKeepsClientTraceIDsOutOfExemplars runs the gate in
+// front of otelhttp on the real telemetry pipeline (ratio 1): a traceparent
+// sent to the unauthenticated /healthz must not reach the exemplars, while
+// the same on an authenticated command does (the case the gate trusts).
+func TestTraceContextGateKeepsClientTraceIDsOutOfExemplars(t *testing.T) {
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{SampleRatio: 1, LogOutput: &strings.Builder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(ctx)
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	h := traceContextGate(true, func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good" },
+		otelhttp.NewHandler(mux, "riffdb.http", otelhttp.WithTracerProvider(tel.TracerProvider), otelhttp.WithMeterProvider(tel.MeterProvider)))
+	scrapeOM := func() string {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept", "application/openmetrics-text")
+		rec := httptest.NewRecorder()
+		tel.MetricsHandler.ServeHTTP(rec, req)
+		return rec.Body.String()
+	}
+
+	h.ServeHTTP(httptest.NewRecorder(), tracedRequest(http.MethodGet, "/healthz", ""))
+	body := scrapeOM()
+	if !strings.Contains(body, `trace_id="`) {
+		t.Fatalf("no exemplars at all, the check below would prove nothing:\n%s", body)
+	}
+	if strings.Contains(body, clientTraceID) {
+		t.Fatalf("the client's trace id reached the exemplars through /healthz")
+	}
+	h.ServeHTTP(httptest.NewRecorder(), tracedRequest(http.MethodPost, commandPath, "good"))
+	if !strings.Contains(scrapeOM(), clientTraceID) {
+		t.Error("a trusted command's trace id is missing from the exemplars")
+	}
+}
+
+// fakeAuth is a statsapi.Authenticator over a fixed token table.
+type fakeAuth map[string]capability.Capability
+
+var errStoreUnreadable = errors.New("capability: the store cannot be read")
+
+func (f fakeAuth) Authenticate(token string) (capability.Capability, error) {
+	if token == "broken" {
+		return capability.Capability{}, errStoreUnreadable
+	}
+	c, ok := f[token]
+	if !ok {
+		return capability.Capability{}, capability.ErrUnauthenticated
+	}
+	return c, nil
+}
+
+func TestCommandAuthenticatorNeedsExecuteCommandsOnTheAlias(t *testing.T) {
+	auth := commandAuthenticator(fakeAuth{
+		"global":   {Permissions: []capability.Permission{capability.ExecuteCommands}},
+		"scoped":   {Permissions: []capability.Permission{capability.ExecuteCommands}, Database: "default"},
+		"other-db": {Permissions: []capability.Permission{capability.ExecuteCommands}, Database: "other"},
+		"stats":    {Permissions: []capability.Permission{capability.ReadStatistics}},
+		"revoked":  {Permissions: []capability.Permission{capability.ExecuteCommands}, Revoked: true},
+	})
+	for token, want := range map[string]bool{
+		"global": true, "scoped": true, "other-db": false, "stats": false, "revoked": false,
+		"unknown": false, "broken": false, "": false,
+	} {
+		req := httptest.NewRequest(http.MethodPost, commandPath, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if got := auth(req); got != want {
+			t.Errorf("token %q: authenticated = %v, want %v", token, got, want)
+		}
+	}
+}
