@@ -11,8 +11,9 @@ import (
 var (
 	// ErrUnknownCommand is returned by Execute for a command the contract does not define.
 	ErrUnknownCommand = errors.New("primary: unknown command")
-	// ErrInvalidInput is returned by Execute when the input does not match the
-	// command's declared input; it wraps contract.ErrInvalidInput.
+	// ErrInvalidInput is matched by the *InputError Execute returns when the
+	// input or the idempotency key is refused; it wraps
+	// contract.ErrInvalidInput.
 	ErrInvalidInput = fmt.Errorf("primary: %w", contract.ErrInvalidInput)
 	// ErrIdempotencyConflict is returned by Execute when an idempotency key
 	// was already used with a different command or input.
@@ -37,3 +38,35 @@ var (
 	// lock (a second server on the same data directory).
 	ErrBusy = errors.New("primary: database is held by another process")
 )
+
+// InputError is the error Execute returns for a request it refuses before
+// committing anything: input the command's plan refuses, an idempotency key
+// that is too long or not valid UTF-8, or events over the size limits. It
+// matches ErrInvalidInput (and so contract.ErrInvalidInput) with errors.Is.
+type InputError struct {
+	// Detail is one sentence for the client that names the field at fault
+	// and never quotes its value, such as
+	// `input field "amount_cents" must be an integer`.
+	Detail string
+	err    error // the contract's *InputError, when it found the fault
+}
+
+// Error returns the detail under one prefix.
+func (e *InputError) Error() string { return "primary: invalid input: " + e.Detail }
+
+// Is reports whether target is ErrInvalidInput or contract.ErrInvalidInput.
+func (e *InputError) Is(target error) bool {
+	return target == ErrInvalidInput || target == contract.ErrInvalidInput
+}
+
+// Unwrap returns the contract's error, or nil.
+func (e *InputError) Unwrap() error { return e.err }
+
+// inputError wraps an error of the contract's Plan.Events.
+func inputError(err error) *InputError {
+	var ce *contract.InputError
+	if errors.As(err, &ce) {
+		return &InputError{Detail: ce.Detail(), err: ce}
+	}
+	return &InputError{Detail: "input is not acceptable", err: err}
+}

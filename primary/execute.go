@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -30,8 +32,10 @@ type Commit struct {
 // A non-empty idempotencyKey makes retries safe: the same key with the same
 // command and input returns the original commit (Replayed, after it is
 // durable); with a different command or input it returns
-// ErrIdempotencyConflict. Unknown commands (ErrUnknownCommand) and invalid
-// input (ErrInvalidInput) commit nothing. ErrFailed means the store failed and
+// ErrIdempotencyConflict. The key must be valid UTF-8 of at most
+// MaxIdempotencyKeyLen bytes. Unknown commands (ErrUnknownCommand) and
+// invalid input or keys (an *InputError matching ErrInvalidInput) commit
+// nothing. ErrFailed means the store failed and
 // the server must stop.
 func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage, idempotencyKey string) (Commit, error) {
 	start := db.clock()
@@ -90,15 +94,21 @@ func (db *DB) execute(ctx context.Context, command string, input json.RawMessage
 		return Commit{}, fmt.Errorf("%w: %q", ErrUnknownCommand, command)
 	}
 	if len(key) > MaxIdempotencyKeyLen {
-		return Commit{}, fmt.Errorf("%w: idempotency key exceeds %d bytes", ErrInvalidInput, MaxIdempotencyKeyLen)
+		return Commit{}, &InputError{Detail: fmt.Sprintf("idempotency_key exceeds %d bytes", MaxIdempotencyKeyLen)}
+	}
+	if !utf8.ValidString(key) {
+		// Keys are compared as bytes; one that is not UTF-8 is refused so
+		// that a JSON reader's U+FFFD never makes two keys one.
+		return Commit{}, &InputError{Detail: "idempotency_key is not valid UTF-8"}
 	}
 	drafts, err := plan.Events(input)
 	if err != nil {
-		return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		return Commit{}, inputError(err)
 	}
 	size, err := checkDrafts(drafts)
 	if err != nil {
-		return Commit{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		// event.CheckLimits: "event: payload exceeds … bytes".
+		return Commit{}, &InputError{Detail: "input " + strings.TrimPrefix(err.Error(), "event: "), err: err}
 	}
 	hash := inputHash(plan.ID, drafts[0].Payload)
 	done, err := db.enterReady(ctx)
