@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -13,6 +14,13 @@ import (
 	"github.com/riffdb/riffdb/internal/existence"
 	"github.com/riffdb/riffdb/internal/pathless"
 )
+
+// ErrUnprotected is returned by Open when the database directory (the
+// database path) can be reached by other users: it has a group or other
+// permission bit. The store holds every committed event and the history;
+// like the credential store and the outbox, it must be private. Open
+// creates a missing directory 0700; an operator-made one must be chmod 0700.
+var ErrUnprotected = errors.New("primary: the database directory is accessible to other users")
 
 // openStore locks the database directory and opens its Pebble store,
 // deciding from riffdb's own evidence, never Pebble's, whether the store may
@@ -32,6 +40,11 @@ import (
 // process can neither race the creation nor be wiped by it. The caller
 // closes the lock after the store.
 func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_ *pebble.DB, _ *pebble.Lock, fresh bool, floor floorRecord, err error) {
+	if vfsys == vfs.Default { // in-memory test filesystems have no real modes
+		if err := checkPrivate(dir); err != nil {
+			return nil, nil, false, floor, err
+		}
+	}
 	lock, err := pebble.LockDirectory(dir, po.FS) // dirlock: LOCK is not touched
 	if err != nil {
 		var pe *fs.PathError
@@ -93,6 +106,19 @@ func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_
 		return nil, nil, false, floor, classifyOpen(err, dir)
 	}
 	return store, lock, fresh, floor, nil
+}
+
+// checkPrivate refuses a database directory with any group or other
+// permission bit (see ErrUnprotected), before anything is written into it.
+func checkPrivate(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
+	}
+	if perm := fi.Mode().Perm(); fi.IsDir() && perm&0o077 != 0 {
+		return fmt.Errorf("%w: the database path's directory has mode %04o; it must be 0700 (only its owner may reach it)", ErrUnprotected, perm)
+	}
+	return nil
 }
 
 // lockFileName is the name of Pebble's lock file in a store directory.
