@@ -40,11 +40,15 @@
 // claim, failures follow the retry policy: at most 32 attempts, 1 s apart, then
 // a dead letter, which stays undelivered and fences retention.
 //
-// Stopping the worker is not a failure. A destination error seen after the
-// pass's context ended (Stop cancels it) is not classified: health keeps its
-// state, nothing is logged, no retry is scheduled or counted. The members
-// claimed and not yet delivered stay delivering under their lease, exactly as
-// after a crash, and the next start returns them to pending.
+// Stopping the worker is not a failure. Stop lets the destination call in
+// flight finish (an archive transaction abandoned midway has an unknown
+// outcome and would leave the archive fenced off as unusable), then the pass
+// stops before its next step; accepted members are still completed. A
+// destination error seen after the pass's context ended is not classified:
+// health keeps its state, nothing is logged, no retry is scheduled or
+// counted. The members claimed and not yet delivered stay delivering under
+// their lease, exactly as after a crash, and the next start returns them to
+// pending.
 //
 // A crash at any point replays at most the bounded groups in flight (the run
 // being delivered and the last completion group, whose removal the next claim

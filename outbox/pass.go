@@ -63,6 +63,13 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	return p.res, err
 }
 
+// pass is one run over the undelivered index. Its ctx ends when the worker
+// stops: the pass then stops before its next step. A destination call
+// already in flight is not cancelled (it is called with a context without
+// that cancellation): an archive transaction abandoned midway has an unknown
+// outcome, and the archive would then fence its storage engine off as
+// unusable; finishing it is bounded by the delivery timeout (Accept) or the
+// archive's own call timeout (Probe, Fit).
 type pass struct {
 	w       *Worker
 	ctx     context.Context
@@ -91,7 +98,7 @@ func (p *pass) run() error {
 	// While unhealthy, probe before claiming anything: an outage must not
 	// spend attempts.
 	if h.State != StateHealthy || h.Reason == ReasonIdentityConflict {
-		if err := w.dst.Probe(p.ctx); err != nil {
+		if err := w.dst.Probe(context.WithoutCancel(p.ctx)); err != nil {
 			return p.fail(err)
 		}
 	}
@@ -189,7 +196,7 @@ func (p *pass) page(page []primary.Intent) error {
 		if err != nil {
 			return err
 		}
-		n, err := p.w.dst.Fit(p.ctx, keys, records)
+		n, err := p.w.dst.Fit(context.WithoutCancel(p.ctx), keys, records)
 		if err != nil {
 			if ferr := p.flush(flushFailure); ferr != nil {
 				return ferr
@@ -246,6 +253,11 @@ func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [
 	}
 	p.res.Claimed += len(claimed)
 	for k := range claimed {
+		if err := p.ctx.Err(); err != nil {
+			// Stopping: the members not reached stay delivering under
+			// their lease (their attempt counted), as after a crash.
+			return context.Cause(p.ctx)
+		}
 		m := claimed[k]
 		if now := p.now(); !now.Before(m.LeaseDeadline) {
 			if m, err = p.w.renew(runCtx, m, now.Add(Lease)); err != nil {

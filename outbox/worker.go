@@ -175,7 +175,10 @@ func (w *Worker) Start(ctx context.Context) error {
 }
 
 // Stop ends the loop and waits for the pass in flight to finish its current
-// step (the context passed to the destination is cancelled).
+// step. A destination call in flight is not cancelled: it finishes (an
+// archive transaction within the delivery timeout), so that its outcome is
+// known and the archive stays usable; the pass stops before its next step.
+// Stop returns context.Cause(ctx) if ctx ends first.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	cancel, done := w.cancel, w.done
