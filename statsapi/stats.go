@@ -91,6 +91,9 @@ type Options struct {
 	Stats  func() Stats        // O(1) per database; must not scan
 	Health func() HealthReport // O(1) per database
 	Logger *zap.Logger
+	// StoreFailures logs credential store failures; nil: a FailureLog of
+	// its own on Logger. The server shares one with its command handler.
+	StoreFailures *FailureLog
 }
 
 // NewHandler returns the handler for /v1/stats, /v1/health and /healthz.
@@ -98,9 +101,12 @@ func NewHandler(opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.StoreFailures == nil {
+		opts.StoreFailures = NewFailureLog(opts.Logger, nil, 0)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := authorize(w, r, opts.Auth, capability.ReadStatistics, true); !ok {
+		if _, ok := authorize(w, r, opts, capability.ReadStatistics, true); !ok {
 			return
 		}
 		s := opts.Stats()
@@ -110,7 +116,7 @@ func NewHandler(opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, s)
 	})
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		c, ok := authorize(w, r, opts.Auth, capability.ReadHealth, false)
+		c, ok := authorize(w, r, opts, capability.ReadHealth, false)
 		if !ok {
 			return
 		}
@@ -145,23 +151,39 @@ func BearerToken(r *http.Request) (string, bool) {
 	return strings.TrimSpace(h[len(prefix):]), true
 }
 
-// Authorize checks the request's bearer token for permission p. With global
-// set, only a global capability passes; otherwise a capability scoped to any
-// database passes too (the handler narrows what it shows). It writes the
-// 401/403 response itself and reports whether to continue.
-func authorize(w http.ResponseWriter, r *http.Request, auth Authenticator, p capability.Permission, global bool) (capability.Capability, bool) {
+// Authenticate resolves the request's bearer token with auth. It writes
+// the response itself when the request may not continue: 401 for a missing
+// or refused token, and 500 without details when the credential store
+// cannot be read, which it records in failures (the operator's only sign
+// of it). It reports whether to continue.
+func Authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator, failures *FailureLog) (capability.Capability, bool) {
 	token, ok := BearerToken(r)
 	if !ok {
 		Unauthorized(w, "a bearer token is required")
 		return capability.Capability{}, false
 	}
 	c, err := auth.Authenticate(token)
-	if err != nil {
-		if errors.Is(err, capability.ErrUnauthenticated) {
-			Unauthorized(w, "the bearer token is not valid")
-		} else {
-			WriteError(w, http.StatusInternalServerError, "internal", "the credential store cannot be read")
-		}
+	switch {
+	case err == nil:
+		failures.Recovered()
+		return c, true
+	case errors.Is(err, capability.ErrUnauthenticated):
+		failures.Recovered() // the store was read
+		Unauthorized(w, "the bearer token is not valid")
+	default:
+		failures.Record(err)
+		WriteError(w, http.StatusInternalServerError, "internal", "the credential store cannot be read")
+	}
+	return capability.Capability{}, false
+}
+
+// authorize checks the request's bearer token for permission p. With global
+// set, only a global capability passes; otherwise a capability scoped to any
+// database passes too (the handler narrows what it shows). It writes the
+// 401/403/500 response itself and reports whether to continue.
+func authorize(w http.ResponseWriter, r *http.Request, opts Options, p capability.Permission, global bool) (capability.Capability, bool) {
+	c, ok := Authenticate(w, r, opts.Auth, opts.StoreFailures)
+	if !ok {
 		return capability.Capability{}, false
 	}
 	allowed := c.Allows(p, "")
