@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -55,6 +56,10 @@ var ErrInvalid = errors.New("config: invalid configuration")
 // ErrUnreadable is wrapped by Load when the configuration file cannot be
 // read. The error carries the operating system's reason but not the path.
 var ErrUnreadable = errors.New("config: cannot read the configuration file")
+
+// ErrNotRegular is wrapped, with ErrUnreadable, by Load when the path names
+// something other than a regular file.
+var ErrNotRegular = errors.New("not a regular file")
 
 // Config is one server's validated configuration. It is applied at startup;
 // changing it requires a restart.
@@ -152,12 +157,24 @@ const (
 // be read yields an error wrapping ErrUnreadable whose message carries the
 // operating system's reason without the path; an invalid configuration
 // yields an error wrapping ErrInvalid.
+//
+// The file must be a regular file (a symbolic link to one is followed):
+// anything else (a FIFO, which would block, a device, a directory) yields
+// an error wrapping ErrUnreadable and ErrNotRegular. The file is opened
+// without blocking and examined before anything is read from it.
 func Load(path string, env func(string) string, o Overrides) (*Config, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, unreadable(err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, unreadable(ErrNotRegular)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, unreadable(err)

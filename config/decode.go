@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -71,45 +75,278 @@ type rawTelemetry struct {
 	HonorSampledParent bool     `toml:"honor_sampled_parent"`
 }
 
+// Bounds of the message that lists unknown options: a hostile file may
+// hold tens of thousands of them.
+const (
+	maxNamedProblems = 20
+	maxProblemBytes  = 4096
+)
+
 // decode parses data strictly into a rawFile. Errors name the offending
 // option and line but never echo a value, since a value may be a path.
+//
+// check runs first, in one linear pass over the document: it reports
+// syntax errors, unknown options, values that cannot fit any option
+// (arrays) and too many databases. go-toml's decoder alone is quadratic on
+// hostile input (its strict mode renders a context for every unknown key by
+// splitting the whole document into lines, and its duplicate-key tracker
+// scans every sibling of every key: 40,000 unknown keys took about a
+// minute), so it only sees a document that check accepted, whose keys are
+// all options: at most a few hundred before the first duplicate.
 func decode(data []byte) (*rawFile, error) {
+	if err := check(data); err != nil {
+		return nil, err
+	}
 	var raw rawFile
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&raw)
-	if err == nil {
-		return &raw, nil
-	}
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
-		return nil, unknownOptions(strict)
-	}
+	err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
 	var de *toml.DecodeError
-	if errors.As(err, &de) {
+	switch {
+	case err == nil:
+		return &raw, nil
+	case errors.As(err, &de):
 		return nil, decodeError(data, de)
+	default:
+		// Not reachable with go-toml v2's decoder, which reports every
+		// document problem as a DecodeError; kept so that a future version
+		// still yields ErrInvalid without echoing its message.
+		return nil, invalidf("the file is not valid TOML")
 	}
-	// Not reachable with go-toml v2's decoder, which reports every document
-	// problem as one of the two types above; kept so that a future version
-	// still yields ErrInvalid without echoing its message.
-	return nil, invalidf("the file is not valid TOML")
 }
 
-func unknownOptions(strict *toml.StrictMissingError) error {
-	names := make([]string, 0, len(strict.Errors))
-	for i := range strict.Errors {
-		names = append(names, fmt.Sprintf("%q", keyName(strict.Errors[i].Key())))
-	}
+// unknownOptions reports the unknown options, in document order: the first
+// maxNamedProblems of them by name, within maxProblemBytes, then a count.
+func unknownOptions(names []string) error {
 	hint := ""
-	for i := range strict.Errors {
-		if k := keyName(strict.Errors[i].Key()); k == "database.outbox" {
-			hint = " (the single-database form's outbox section is [maintenance.outbox])"
-		}
+	if slices.Contains(names, "database.outbox") {
+		hint = " (the single-database form's outbox section is [maintenance.outbox])"
 	}
 	if len(names) == 1 {
-		return invalidf("unknown option %s%s", names[0], hint)
+		return invalidf("unknown option %q%s", names[0], hint)
 	}
-	return invalidf("unknown options %s%s", strings.Join(names, ", "), hint)
+	var b strings.Builder
+	b.WriteString("unknown options ")
+	shown := 0
+	for _, n := range names {
+		q := strconv.Quote(n)
+		if shown == maxNamedProblems || b.Len()+len(q)+len(hint)+64 > maxProblemBytes {
+			break
+		}
+		if shown > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q)
+		shown++
+	}
+	if rest := len(names) - shown; rest > 0 {
+		fmt.Fprintf(&b, " and %d more", rest)
+	}
+	return invalidf("%s%s", b.String(), hint)
+}
+
+// schema is the shape of the options a document may hold, derived from
+// the raw* types: a table of named options, a table of any keys (elem, for
+// [databases.<alias>]), or a value (neither).
+type schema struct {
+	fields map[string]*schema
+	elem   *schema
+}
+
+// fileSchema is the schema of a configuration file.
+var fileSchema = sync.OnceValue(func() *schema { return schemaOf(reflect.TypeFor[rawFile]()) })
+
+func schemaOf(t reflect.Type) *schema {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		s := &schema{fields: map[string]*schema{}}
+		addFields(s, t)
+		return s
+	case reflect.Map:
+		return &schema{elem: schemaOf(t.Elem())}
+	default:
+		return &schema{}
+	}
+}
+
+// addFields adds the options of struct t to s; an embedded struct without
+// a tag contributes its own options, as go-toml decodes it.
+func addFields(s *schema, t reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		switch {
+		case f.Anonymous && tag == "":
+			addFields(s, f.Type)
+		case tag != "" && tag != "-":
+			s.fields[tag] = schemaOf(f.Type)
+		}
+	}
+}
+
+func (s *schema) isTable() bool { return s.fields != nil || s.elem != nil }
+
+// child returns the schema of option name of table s. Names match exactly:
+// go-toml alone would also take "Mode" for "mode".
+func (s *schema) child(name string) (*schema, bool) {
+	if s.elem != nil {
+		return s.elem, true
+	}
+	c, ok := s.fields[name]
+	return c, ok
+}
+
+// checker is the state of check's pass over a document.
+type checker struct {
+	lines   lineCounter
+	seen    map[string]bool // unknown options already named
+	unknown []string        // distinct unknown options, in document order
+	aliases map[string]bool // the keys of [databases.<alias>]
+	shape   error           // the first value that cannot fit its option
+}
+
+// check parses data once with go-toml's parser, without decoding it, and
+// reports, in this order: a syntax error; a value that fits no option
+// (every option is a scalar or a table, so an array, an array of tables or
+// an inline table in place of a scalar); unknown options; more than
+// MaxDatabases databases. Option names match exactly (go-toml's decoder
+// alone would take "Mode" for "mode").
+func check(data []byte) error {
+	c := checker{lines: lineCounter{data: data}, seen: map[string]bool{}, aliases: map[string]bool{}}
+	root := fileSchema()
+	var p unstable.Parser
+	p.Reset(data)
+	table, tablePath := root, []string(nil)
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			tablePath = keyParts(e)
+			table = c.walk(root, nil, tablePath)
+			if table != nil && e.Kind == unstable.ArrayTable {
+				c.badShape(e, tablePath, table)
+				table = nil
+			}
+		case unstable.KeyValue:
+			if table != nil {
+				c.keyValue(table, tablePath, e)
+			}
+		}
+	}
+	if err := p.Error(); err != nil {
+		line, col := 1, 1
+		var pe *unstable.ParserError
+		if errors.As(err, &pe) {
+			line, col = c.lines.position(min(int(p.Range(pe.Highlight).Offset), len(data)))
+		}
+		return invalidf("invalid TOML syntax at line %d, column %d", line, col)
+	}
+	switch {
+	case c.shape != nil:
+		return c.shape
+	case len(c.unknown) > 0:
+		return unknownOptions(c.unknown)
+	case len(c.aliases) > MaxDatabases:
+		return invalidf("at most %d databases may be configured, found %d", MaxDatabases, len(c.aliases))
+	}
+	return nil
+}
+
+// walk descends from table s along parts, which follow prefix. It records
+// the first unknown part and returns nil then, or when a part goes below a
+// value (a type error, which the decoder reports); otherwise it returns the
+// schema reached.
+func (c *checker) walk(s *schema, prefix, parts []string) *schema {
+	for i, part := range parts {
+		if !s.isTable() {
+			return nil
+		}
+		if s.elem != nil {
+			c.aliases[part] = true
+		}
+		next, ok := s.child(part)
+		if !ok {
+			name := keyName(append(slices.Clip(prefix), parts[:i+1]...))
+			if !c.seen[name] {
+				c.seen[name] = true
+				c.unknown = append(c.unknown, name)
+			}
+			return nil
+		}
+		s = next
+	}
+	return s
+}
+
+// keyValue checks the key of one key-value expression of table s (at
+// prefix), and the keys of its value when that is an inline table where a
+// table belongs. The recursion is bounded by the schema's depth.
+func (c *checker) keyValue(s *schema, prefix []string, kv *unstable.Node) {
+	parts := keyParts(kv)
+	s = c.walk(s, prefix, parts)
+	if s == nil {
+		return
+	}
+	path := append(slices.Clip(prefix), parts...)
+	switch v := kv.Value(); {
+	case v.Kind == unstable.Array || (v.Kind == unstable.InlineTable && !s.isTable()):
+		c.badShape(kv, path, s)
+	case v.Kind == unstable.InlineTable:
+		it := v.Children()
+		for it.Next() {
+			c.keyValue(s, path, it.Node())
+		}
+	}
+}
+
+// badShape records that the value of the option at key (defined by node n,
+// whose schema is s) has a shape no option has.
+func (c *checker) badShape(n *unstable.Node, key []string, s *schema) {
+	if c.shape != nil {
+		return
+	}
+	it := n.Key()
+	it.Next()
+	line, _ := c.lines.position(int(it.Node().Raw.Offset))
+	what := "a table"
+	if !s.isTable() {
+		what = expected(key)
+	}
+	c.shape = invalidf("option %q must be %s (line %d)", keyName(key), what, line)
+}
+
+// lineCounter turns offsets into lines and columns, counting on from the
+// previous offset: the parser's Shape counts from the start of the document
+// every time, which is quadratic over a document's expressions.
+type lineCounter struct {
+	data              []byte
+	offset, line, bol int // bol: the offset where line starts
+}
+
+// position returns the 1-based line and column of offset.
+func (l *lineCounter) position(offset int) (line, col int) {
+	if offset < l.offset || l.line == 0 {
+		l.offset, l.line, l.bol = 0, 1, 0
+	}
+	for i := l.offset; i < offset; i++ {
+		if l.data[i] == '\n' {
+			l.line++
+			l.bol = i + 1
+		}
+	}
+	l.offset = offset
+	return l.line, offset - l.bol + 1
+}
+
+// keyParts returns the parts of the key of a table or key-value node.
+func keyParts(n *unstable.Node) []string {
+	var parts []string
+	it := n.Key()
+	for it.Next() {
+		parts = append(parts, string(it.Node().Data))
+	}
+	return parts
 }
 
 // decodeError turns a go-toml DecodeError into a message of our own. The
@@ -163,7 +400,13 @@ func expected(key []string) string {
 
 // keyName renders a key for a message. Parts that are not plain TOML bare
 // keys are not echoed: a quoted key could hold a path.
+// No configuration key has more than maxKeyParts parts; a longer key is
+// cut there, so that a message naming it stays short.
 func keyName(k []string) string {
+	more := ""
+	if len(k) > maxKeyParts {
+		k, more = k[:maxKeyParts], ".…"
+	}
 	parts := make([]string, len(k))
 	for i, p := range k {
 		if isBareKey(p) {
@@ -172,8 +415,11 @@ func keyName(k []string) string {
 			parts[i] = "<quoted key>"
 		}
 	}
-	return strings.Join(parts, ".")
+	return strings.Join(parts, ".") + more
 }
+
+// maxKeyParts bounds the parts of a key that keyName shows.
+const maxKeyParts = 6
 
 // isBareKey reports whether s is a TOML bare key of at most 64 bytes.
 func isBareKey(s string) bool {
@@ -196,6 +442,7 @@ func fullKeyAt(data []byte, row int, rel []string) string {
 	var p unstable.Parser
 	p.Reset(data)
 	var table []string
+	lines := lineCounter{data: data}
 	for p.NextExpression() {
 		e := p.Expression()
 		if e.Kind != unstable.KeyValue && e.Kind != unstable.Table && e.Kind != unstable.ArrayTable {
@@ -208,7 +455,7 @@ func fullKeyAt(data []byte, row int, rel []string) string {
 		for it.Next() {
 			n := it.Node()
 			if first {
-				line = p.Shape(n.Raw).Start.Line
+				line, _ = lines.position(int(n.Raw.Offset))
 				first = false
 			}
 			parts = append(parts, string(n.Data))
