@@ -1,19 +1,23 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/server"
+	"github.com/riffdb/riffdb/telemetry"
 )
 
 func newServerRunCommand() *cobra.Command {
@@ -26,6 +30,21 @@ func newServerRunCommand() *cobra.Command {
 		Use:   "run",
 		Short: "Run a riffdb server (--config FILE, or --dev for the embedded default configuration)",
 		Long: `Run a riffdb server until SIGINT or SIGTERM.
+
+Signals:
+  SIGINT, SIGTERM  The first starts a graceful stop (logged once, "shutting
+                   down", with the grace): the listeners close, requests in
+                   flight get server.shutdown_grace (default 10s) to finish,
+                   the connections still open are then closed, the outbox
+                   workers stop and every store is closed. Exit 0.
+                   A second one forces the exit at once, logged once ("forced
+                   exit"): exit 1, error code forced_exit. Nothing
+                   acknowledged is lost: every command is synced to disk
+                   before its response is sent. Work in flight (an
+                   unanswered command, a delivery) is recovered at the next
+                   start, as after a crash.
+  SIGHUP           Ignored, with one log line: the configuration is read only
+                   at startup, so changes apply at restart.
 
 With --dev the embedded default configuration is used: data under ./riffdb-dev
 (or --dev-dir), created with private modes, a sample contract, an outbox archive
@@ -51,13 +70,15 @@ directory, and a development token printed with a ready-to-paste curl command.`,
 			if err != nil {
 				return Local("invalid_config", "%v", err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err = server.Run(ctx, server.Options{Config: cfg, LogOutput: cmd.ErrOrStderr()}, func(s *server.Server) {
+			err = runUntilSignalled(cmd, cfg, func(s *server.Server) {
 				if dev {
 					printDevBanner(cmd.ErrOrStderr(), s, devDir, token)
 				}
 			})
+			if errors.Is(err, errForcedExit) {
+				return Public("forced_exit", "a second signal forced the exit before the graceful stop ended; "+
+					"every acknowledged command was already durable")
+			}
 			var startup *server.StartupError
 			if errors.As(err, &startup) {
 				return Local(startupCode(err), "%s", startup.Error())
@@ -85,6 +106,72 @@ directory, and a development token printed with a ready-to-paste curl command.`,
 	cmd.Flags().StringVar(&o.LogLevel, "log-level", "", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces")
 	return cmd
+}
+
+// errForcedExit is returned by runUntilSignalled when a second SIGINT or
+// SIGTERM arrived before the graceful stop ended.
+var errForcedExit = errors.New("cli: forced exit")
+
+// runUntilSignalled runs the server until it fails or a signal stops it.
+//
+// The first SIGINT or SIGTERM cancels the server's context: server.Run then
+// stops it gracefully (in-flight requests get server.shutdown_grace), and
+// runUntilSignalled returns what Run returns. A second SIGINT or SIGTERM
+// returns errForcedExit at once, leaving the stop running: the process is
+// about to exit, and nothing acknowledged depends on the stop finishing
+// (every command is synced before its response is sent; the rest is
+// recovered at the next start, as after a crash). SIGHUP is ignored: the
+// configuration is read only at startup.
+//
+// Signals are handled from here on; during configuration loading they keep
+// their default action, since nothing is open yet.
+func runUntilSignalled(cmd *cobra.Command, cfg *config.Config, ready func(*server.Server)) error {
+	// The server's logger and this one share standard error.
+	out := &lockedWriter{w: cmd.ErrOrStderr()}
+	log, err := telemetry.NewLogger(cfg.Telemetry.LogLevel, out)
+	if err != nil {
+		return fmt.Errorf("%w: telemetry.log_level: %w", config.ErrInvalid, err)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx, server.Options{Config: cfg, LogOutput: out}, ready) }()
+	stopping := false
+	for {
+		select {
+		case err := <-done:
+			return err
+		case sig := <-sigs:
+			switch {
+			case sig == syscall.SIGHUP:
+				log.Info("SIGHUP ignored: configuration changes apply at restart")
+			case !stopping:
+				stopping = true
+				log.Info("shutting down", zap.Stringer("signal", sig), zap.Stringer("grace", cfg.Server.ShutdownGrace))
+				cancel()
+			default:
+				log.Warn("forced exit", zap.Stringer("signal", sig),
+					zap.String("detail", "a second signal ended the graceful stop; every acknowledged command was already durable"))
+				_ = log.Sync()
+				return errForcedExit
+			}
+		}
+	}
+}
+
+// lockedWriter serializes the writes of several loggers to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // startupCode is the envelope code of a server that could not start
