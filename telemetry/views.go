@@ -78,6 +78,8 @@ func withoutFilteredAttributes(agg sdkmetric.Aggregation) exemplar.ReservoirProv
 	}
 }
 
+// unfilteredReservoir is a reservoir whose exemplars keep only the trace
+// context and value of a measurement, never its filtered attributes.
 type unfilteredReservoir struct{ exemplar.Reservoir }
 
 func (r unfilteredReservoir) Offer(ctx context.Context, t time.Time, v exemplar.Value, _ []attribute.KeyValue) {
