@@ -94,3 +94,19 @@ func commandAuthenticator(auth statsapi.Authenticator) func(*http.Request) bool 
 		return alias != "" && c.Allows(capability.ExecuteCommands, alias)
 	}
 }
+
+// spanName names the API's server spans "{method} {route}" from bounded
+// sets only: routeOf's routes, and the nine standard methods, any other
+// method (net/http accepts any token, up to the header limit) becoming
+// "HTTP" as in otelhttp's default names. Pass it to otelhttp with
+// WithSpanNameFormatter.
+func spanName(r *http.Request) string {
+	method := r.Method
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+	default:
+		method = "HTTP"
+	}
+	return method + " " + routeOf(r)
+}

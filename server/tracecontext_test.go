@@ -233,3 +233,19 @@ func TestCommandAuthenticatorNeedsExecuteCommandsOnTheAlias(t *testing.T) {
 		}
 	}
 }
+
+func TestSpanNameIsBounded(t *testing.T) {
+	for _, tc := range []struct{ method, path, want string }{
+		{http.MethodPost, commandPath, "POST /v1/databases/{alias}/commands/{command}"},
+		{http.MethodGet, "/healthz", "GET /healthz"},
+		{"BREW", "/healthz", "HTTP /healthz"},
+		{"get", "/v1/stats", "HTTP /v1/stats"},
+		{strings.Repeat("X", 4096), "/anything/else", "HTTP other"},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		req.Method = tc.method
+		if got := spanName(req); got != tc.want {
+			t.Errorf("spanName(%.20s %s) = %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
