@@ -58,12 +58,17 @@ type env struct {
 	dbPath string
 	outbox string
 	quota  int64
+	wrap   []string // see envOpts.wrap
 }
 
 type envOpts struct {
 	outbox bool
 	quota  int64
 	extra  string // appended to the config
+	// wrap, when set, is a command and its arguments that the server runs
+	// under, e.g. {"prlimit", "--nofile=256:256", "--"}; it must exec the
+	// server in its own process, so that signals reach the server.
+	wrap []string
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -77,7 +82,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, root: root, config: filepath.Join(root, "riffdb.toml"), dbPath: filepath.Join(root, "db"),
-		outbox: filepath.Join(root, "outbox"), quota: o.quota}
+		outbox: filepath.Join(root, "outbox"), quota: o.quota, wrap: o.wrap}
 	if e.quota == 0 {
 		e.quota = 1 << 30
 	}
@@ -226,7 +231,11 @@ func (e *env) start() *proc {
 // killed when the test ends.
 func (e *env) spawn() (*proc, chan struct{}) {
 	e.t.Helper()
-	cmd := exec.Command(binary, "server", "run", "--config", e.config)
+	args := []string{binary, "server", "run", "--config", e.config}
+	if len(e.wrap) > 0 {
+		args = append(append([]string(nil), e.wrap...), args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	pr, pw := io.Pipe()
 	p := &proc{t: e.t, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = io.MultiWriter(pw, p.stderr)
