@@ -119,22 +119,12 @@ func connContext(ctx context.Context, _ net.Conn) context.Context {
 	return context.WithValue(ctx, connStartKey{}, time.Now())
 }
 
-// authKey is the context key under which keepAlive records whether the
-// request's bearer token authenticated.
-type authKey struct{}
-
-// authenticated reports whether keepAlive found r's bearer token valid.
-func authenticated(r *http.Request) bool {
-	ok, _ := r.Context().Value(authKey{}).(bool)
-	return ok
-}
-
 // keepAlive decides, before the request is handled, whether its connection
 // may be reused: only a request with a valid bearer token keeps it open, and
 // only while the connection is younger than maxConnectionAge. Unauthenticated
 // requests (the /healthz probe, refused tokens) get "Connection: close", so
 // that nobody without a token can hold a connection past the idle timeout by
-// pinging. It records the authentication result for authenticated.
+// pinging.
 func (s *Server) keepAlive(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok := false
@@ -146,7 +136,7 @@ func (s *Server) keepAlive(next http.Handler) http.Handler {
 		if !ok || (!start.IsZero() && time.Since(start) > maxConnectionAge) {
 			w.Header().Set("Connection", "close")
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authKey{}, ok)))
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -87,7 +87,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	tel, err := telemetry.Setup(ctx, telemetry.Config{
 		ServiceName: "riffdb", ServiceVersion: Version, InstanceID: fmt.Sprintf("%s:%d", host, os.Getpid()),
 		OTLPEndpoint: cfg.Telemetry.OTLPEndpoint, SampleRatio: cfg.Telemetry.TraceSampleRatio,
-		LogLevel: cfg.Telemetry.LogLevel, LogOutput: opts.LogOutput,
+		HonorSampledParent: cfg.Telemetry.HonorSampledParent,
+		LogLevel:           cfg.Telemetry.LogLevel, LogOutput: opts.LogOutput,
 	})
 	if err != nil {
 		return nil, newStartupError(cfg, "telemetry cannot be set up", err)
@@ -152,9 +153,9 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	}
 	api := otelhttp.NewHandler(s.apiHandler(), "riffdb.http",
 		otelhttp.WithTracerProvider(s.tel.TracerProvider), otelhttp.WithMeterProvider(s.tel.MeterProvider),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + routeOf(r) }))
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return spanName(r) }))
 	s.api = &http.Server{
-		Handler:           s.keepAlive(api),
+		Handler:           s.keepAlive(traceContextGate(cfg.Telemetry.TrustTraceContext, commandAuthenticator(s.creds), api)),
 		TLSConfig:         tlsConfig,
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
