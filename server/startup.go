@@ -78,6 +78,11 @@ func (s *Server) primaryError(alias string, err error) *StartupError {
 		return newStartupError(s.cfg, what+"the primary store is corrupt", err, ErrDatabase, primary.ErrCorrupt)
 	case errors.Is(err, primary.ErrIncompatible):
 		return newStartupError(s.cfg, what+"the primary store is incompatible with this version", err, ErrDatabase)
+	case errors.Is(err, primary.ErrUnprotected):
+		return &StartupError{
+			msg:     what + "the database path is accessible to other users: make its directory private (chmod 700) after checking who changed it",
+			classes: []error{ErrDatabase, primary.ErrUnprotected}, cause: err,
+		}
 	default:
 		return newStartupError(s.cfg, what+"the primary store cannot be opened", err, ErrDatabase)
 	}
@@ -91,7 +96,8 @@ func (s *Server) primaryError(alias string, err error) *StartupError {
 func scrub(cfg *config.Config, err error) string {
 	msg := withoutPaths(err)
 	type role struct{ path, name string }
-	roles := []role{{cfg.Server.CredentialPath, "<server.credential_path>"}}
+	roles := []role{{cfg.Server.CredentialPath, "<server.credential_path>"},
+		{cfg.Server.TLSCertPath, "<server.tls_cert_path>"}, {cfg.Server.TLSKeyPath, "<server.tls_key_path>"}}
 	for _, d := range cfg.Databases {
 		roles = append(roles,
 			role{d.Path, fmt.Sprintf("<path of database %q>", d.Alias)},

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/primary"
 )
 
 // startupConfig returns a one-database configuration under a fresh root
@@ -172,5 +173,28 @@ func TestScrubRemovesPaths(t *testing.T) {
 		if got := scrub(cfg, tc.err); got != tc.want {
 			t.Errorf("scrub(%q)\n got %q\nwant %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestUnprotectedDatabaseDirectoryIsRefused: a database directory that its
+// group or others may reach stops startup with its own class, naming the
+// database and no path, and nothing is created in it.
+func TestUnprotectedDatabaseDirectoryIsRefused(t *testing.T) {
+	cfg, root := startupConfig(t, "127.0.0.1:0", "127.0.0.1:0")
+	if err := os.Mkdir(root+"/db", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root+"/db", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(context.Background(), Options{Config: cfg, LogOutput: io.Discard})
+	if !errors.Is(err, ErrDatabase) || !errors.Is(err, primary.ErrUnprotected) {
+		t.Fatalf("got %v, want ErrDatabase and primary.ErrUnprotected", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `database "default"`) || !strings.Contains(msg, "chmod 700") || strings.Contains(msg, root) {
+		t.Errorf("message %q: want the database named, the fix, and no path", msg)
+	}
+	if entries, _ := os.ReadDir(root + "/db"); len(entries) != 0 {
+		t.Errorf("the refused directory holds %d entries", len(entries))
 	}
 }
