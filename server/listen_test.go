@@ -307,3 +307,37 @@ func scrapeMetrics(t *testing.T, s *Server) string {
 	}
 	return string(b)
 }
+
+// TestSlowHeadersAreCutOff: a client that sends its request line and then
+// dribbles header bytes (slowloris) is disconnected once the header timeout
+// (5 s) is over, however steadily it keeps sending.
+func TestSlowHeadersAreCutOff(t *testing.T) {
+	s, _ := startDev(t, nil)
+	for _, addr := range []string{s.APIAddr(), s.MetricsAddr()} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var werr error
+		for time.Since(start) < 20*time.Second {
+			time.Sleep(200 * time.Millisecond)
+			if _, werr = c.Write([]byte("a")); werr != nil {
+				break
+			}
+			_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+			if _, err := c.Read(make([]byte, 512)); err != nil && !isTimeout(err) {
+				werr = err
+				break
+			}
+		}
+		if werr == nil {
+			t.Fatalf("%s: a slowloris client was still connected after 20 s", addr)
+		}
+		t.Logf("%s: cut off after %v (%v)", addr, time.Since(start).Round(100*time.Millisecond), werr)
+	}
+}
