@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -337,8 +338,19 @@ func TestServerRunSecondSignalForcesExit(t *testing.T) {
 		conn.Close()
 		r.stderr.wait(t, "riffdb stopped", nil)
 	})
+	// The server's 100 Continue says the handler is reading the body: the
+	// request is in flight, and the graceful stop waits for it.
 	_, err = fmt.Fprintf(conn, "POST /v1/databases/default/commands/put HTTP/1.1\r\nHost: riffdb\r\n"+
-		"Authorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"input\":", f.token)
+		"Authorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"+
+		"Expect: 100-continue\r\n\r\n", f.token)
+	mustDo(t, err)
+	mustDo(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	mustDo(t, err)
+	if !strings.HasPrefix(status, "HTTP/1.1 100 ") {
+		t.Fatalf("the stalled request got %q, want 100 Continue", status)
+	}
+	_, err = conn.Write([]byte(`{"input":`))
 	mustDo(t, err)
 	signalSelf(t, syscall.SIGTERM)
 	r.stderr.wait(t, "shutting down", r.done)
