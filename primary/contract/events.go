@@ -105,10 +105,8 @@ func (p *Plan) parseReference(input json.RawMessage) ([]value, error) {
 		if !errors.As(err, &se) {
 			return nil, err
 		}
-		if len(se.Path) > 0 && p.fieldIndex(se.Path[0]) < 0 {
-			// A problem inside an unknown field: the field is the fault.
-			return nil, inputErrorf("input has an unknown field %s", quoteName(se.Path[0]))
-		}
+		// The same sentence the HTTP envelope gives when it finds the
+		// problem first (it reads the whole request under these rules).
 		return nil, StrictInputError(se)
 	}
 	for i, f := range p.Fields {

@@ -145,7 +145,7 @@ func TestEventsInputErrors(t *testing.T) {
 		{"high surrogate then text", `{"s":"` + secret + `\ud83dx","i":1,"b":true,"raw":""}`, `field "s" holds an unpaired UTF-16 surrogate escape`},
 		{"surrogates in the wrong order", `{"os":"\ude00\ud83d","s":"","i":1,"b":true,"raw":""}`, `field "os" holds an unpaired UTF-16 surrogate escape`},
 		{"lone surrogate in a key", `{"\ud800":"","i":1,"b":true,"raw":""}`, `input has a key that holds an unpaired UTF-16 surrogate escape`},
-		{"lone surrogate in an unknown field", `{"zz":"\ud800","s":"","i":1,"b":true,"raw":""}`, `input has an unknown field "zz"`},
+		{"lone surrogate in an unknown field", `{"zz":"\ud800","s":"","i":1,"b":true,"raw":""}`, `input field "zz" holds an unpaired UTF-16 surrogate escape`},
 		{"duplicate key inside a value", `{"s":{"a":1,"a":2},"i":1,"b":true,"raw":""}`, `field "s" holds an object with a repeated key`},
 		{"too deep", `{"s":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, `field "s" nests more than 1000 levels deep`},
 	}
