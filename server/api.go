@@ -15,6 +15,7 @@ import (
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
+	"github.com/riffdb/riffdb/primary/contract"
 	"github.com/riffdb/riffdb/statsapi"
 	"github.com/riffdb/riffdb/telemetry"
 )
@@ -23,9 +24,14 @@ import (
 const MaxRequestBytes = 1 << 20
 
 func (s *Server) apiHandler() http.Handler {
+	// One failure log for every handler that reads the credential store,
+	// so that a broken store is one rate-limited line, not one per route.
+	failures := statsapi.NewFailureLog(s.log, nil, 0)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", s.handleCommand)
-	stats := statsapi.NewHandler(statsapi.Options{Auth: s.creds, Stats: s.stats, Health: s.health, Logger: s.log})
+	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", func(w http.ResponseWriter, r *http.Request) {
+		s.handleCommand(w, r, failures)
+	})
+	stats := statsapi.NewHandler(statsapi.Options{Auth: s.creds, Stats: s.stats, Health: s.health, Logger: s.log, StoreFailures: failures})
 	mux.Handle("GET /v1/stats", stats)
 	mux.Handle("GET /v1/health", stats)
 	mux.Handle("GET /healthz", stats)
@@ -45,7 +51,9 @@ func routeOf(r *http.Request) string {
 	return "other"
 }
 
-// CommandRequest is the body of a command request.
+// CommandRequest is the body of a command request:
+// {"input":{…},"idempotency_key":"…"}. See parseCommandRequest for the
+// rules it is read with.
 type CommandRequest struct {
 	Input          json.RawMessage `json:"input"`
 	IdempotencyKey string          `json:"idempotency_key"`
@@ -60,20 +68,10 @@ type CommandResponse struct {
 	Replayed       bool     `json:"replayed"`
 }
 
-func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures *statsapi.FailureLog) {
 	alias, command := r.PathValue("alias"), r.PathValue("command")
-	token, ok := statsapi.BearerToken(r)
+	c, ok := statsapi.Authenticate(w, r, s.creds, failures)
 	if !ok {
-		statsapi.Unauthorized(w, "a bearer token is required")
-		return
-	}
-	c, err := s.creds.Authenticate(token)
-	if err != nil {
-		if errors.Is(err, capability.ErrUnauthenticated) {
-			statsapi.Unauthorized(w, "the bearer token is not valid")
-		} else {
-			statsapi.WriteError(w, http.StatusInternalServerError, "internal", "the credential store cannot be read")
-		}
 		return
 	}
 	if !c.Allows(capability.ExecuteCommands, alias) {
@@ -89,8 +87,8 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
 		statsapi.WriteError(w, http.StatusConflict, "follower", "this server is a follower and refuses commands; send them to the primary")
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		statsapi.WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the request body must be application/json")
+	if msg, ok := checkContentType(r.Header.Get("Content-Type")); !ok {
+		statsapi.WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", msg)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
@@ -103,20 +101,14 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
 		statsapi.WriteError(w, http.StatusBadRequest, "bad_request", "the request body could not be read")
 		return
 	}
-	var req CommandRequest
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		statsapi.WriteError(w, http.StatusBadRequest, "malformed_request",
-			`the body must be one JSON object {"input":{…},"idempotency_key":"…"} with no other fields`)
-		return
-	}
-	if len(req.Input) == 0 || string(req.Input) == "null" {
-		statsapi.WriteError(w, http.StatusBadRequest, "malformed_request", `the body needs an "input" object`)
-		return
-	}
-	if len(req.IdempotencyKey) > 256 {
-		statsapi.WriteError(w, http.StatusBadRequest, "malformed_request", "idempotency_key exceeds 256 bytes")
+	req, err := parseCommandRequest(body)
+	if err != nil {
+		var ie *contract.InputError
+		if errors.As(err, &ie) {
+			statsapi.WriteError(w, http.StatusBadRequest, "invalid_input", ie.Detail())
+		} else {
+			statsapi.WriteError(w, http.StatusBadRequest, "malformed_request", err.Error())
+		}
 		return
 	}
 	commit, err := d.db.Execute(r.Context(), command, req.Input, req.IdempotencyKey)
@@ -138,7 +130,13 @@ func (s *Server) commandError(ctx context.Context, w http.ResponseWriter, err er
 	case errors.Is(err, primary.ErrUnknownCommand):
 		statsapi.WriteError(w, http.StatusNotFound, "unknown_command", "the contract has no command with this name")
 	case errors.Is(err, primary.ErrInvalidInput):
-		statsapi.WriteError(w, http.StatusBadRequest, "invalid_input", err.Error())
+		// The client gets the one sentence, never the wrapped chain.
+		msg := "the input is not acceptable for this command"
+		var ie *primary.InputError
+		if errors.As(err, &ie) {
+			msg = ie.Detail
+		}
+		statsapi.WriteError(w, http.StatusBadRequest, "invalid_input", msg)
 	case errors.Is(err, primary.ErrIdempotencyConflict):
 		statsapi.WriteError(w, http.StatusConflict, "idempotency_conflict",
 			"this idempotency key was used with a different input")

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"errors"
+	"mime"
+	"strings"
+
+	"github.com/riffdb/riffdb/internal/strictjson"
+	"github.com/riffdb/riffdb/primary"
+	"github.com/riffdb/riffdb/primary/contract"
+)
+
+// Messages of the envelope's refusals (HTTP 400 malformed_request). They
+// name the envelope's fields and never quote the body.
+const (
+	msgMalformedBody = `the body must be one JSON object {"input":{…},"idempotency_key":"…"} with no other fields`
+	msgEnvelopeField = `the body may hold only the fields "input" and "idempotency_key", spelled exactly so, and no other fields`
+	msgNeedsInput    = `the body needs an "input" object`
+)
+
+// parseCommandRequest reads a command request body under strictjson's
+// rules, the same ones the contract reads the input with: one JSON object
+// and nothing after it; exactly the members "input" (required, not null)
+// and "idempotency_key" (a string; null or absent means none), byte for
+// byte in that case (encoding/json would match "INPUT" too), each at most
+// once (encoding/json keeps the last of two); every string, key and value,
+// at every depth, valid UTF-8 without an unpaired surrogate escape. So the
+// key and the input the primary sees are exactly what the client sent.
+//
+// A body that is not JSON is refused as a whole. A string, key or
+// repetition inside the input that breaks the rules is a
+// *contract.InputError whose detail is the sentence the contract gives for
+// it; any other problem is an error whose message is the client's
+// sentence.
+func parseCommandRequest(body []byte) (CommandRequest, error) {
+	var req CommandRequest
+	var input []byte
+	err := strictjson.Members(body, func(key string, value []byte) error {
+		switch key {
+		case "input":
+			input = value
+		case "idempotency_key":
+			if string(value) == "null" {
+				return nil
+			}
+			if value[0] != '"' {
+				return errors.New("idempotency_key must be a string")
+			}
+			k, err := strictjson.Unquote(value)
+			if err != nil {
+				return err
+			}
+			req.IdempotencyKey = k
+		default:
+			return errors.New(msgEnvelopeField)
+		}
+		return nil
+	})
+	if err != nil {
+		var se *strictjson.Error
+		if !errors.As(err, &se) {
+			return CommandRequest{}, err
+		}
+		return CommandRequest{}, envelopeError(se)
+	}
+	if input == nil || string(input) == "null" {
+		return CommandRequest{}, errors.New(msgNeedsInput)
+	}
+	if len(req.IdempotencyKey) > primary.MaxIdempotencyKeyLen {
+		return CommandRequest{}, errors.New("idempotency_key exceeds 256 bytes")
+	}
+	req.Input = input
+	return req, nil
+}
+
+// envelopeError is the client's error for a strictjson problem in a body.
+func envelopeError(se *strictjson.Error) error {
+	if se.Problem == strictjson.Syntax {
+		return errors.New(msgMalformedBody) // the body as a whole is not JSON
+	}
+	if rel, ok := se.In("input"); ok {
+		return contract.StrictInputError(rel)
+	}
+	switch {
+	case len(se.Path) == 0 && se.InKey:
+		return errors.New("the body has a field name that " + se.Problem.String())
+	case len(se.Path) == 1 && se.Problem == strictjson.DuplicateKey && validEnvelopeKey(se.Path[0]):
+		return errors.New(`the body holds "` + se.Path[0] + `" more than once`)
+	case len(se.Path) >= 1 && !validEnvelopeKey(se.Path[0]):
+		return errors.New(msgEnvelopeField)
+	case len(se.Path) >= 1 && (se.Problem == strictjson.InvalidUTF8 || se.Problem == strictjson.LoneSurrogate):
+		return errors.New(se.Path[0] + " " + se.Problem.String())
+	}
+	return errors.New(msgMalformedBody)
+}
+
+func validEnvelopeKey(k string) bool { return k == "input" || k == "idempotency_key" }
+
+// checkContentType accepts a command request's Content-Type: the media
+// type application/json in any case, with any parameters, but a charset
+// only when it is UTF-8 (RFC 8259 JSON is UTF-8; anything else would be
+// read as UTF-8 all the same and refused or, worse, misread). An absent
+// Content-Type is accepted: minimal clients (curl -d without -H) omit it
+// and the body is read as JSON either way; a client that names another
+// type is refused with 415 and the message returned.
+func checkContentType(ct string) (string, bool) {
+	if ct == "" {
+		return "", true
+	}
+	const wrongType = "the request body must be application/json"
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return wrongType, false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return wrongType + " in UTF-8 (charset=utf-8 or no charset)", false
+	}
+	return "", true
+}
