@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/loadtest"
 )
 
@@ -60,18 +59,11 @@ is 1 when every request failed.`,
 			if cfg.SampleRatio <= 0 || cfg.SampleRatio > 1 {
 				return Local("usage", "--sample-ratio must be in (0, 1]")
 			}
-			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return Local("token_unreadable", "cannot read the --token-file: %v", pathless.Error(err))
-				}
-				cfg.Token = strings.TrimSpace(string(b))
-			} else {
-				cfg.Token = getenv("RIFFDB_TOKEN")
+			token, err := bearerToken(tokenFile)
+			if err != nil {
+				return err
 			}
-			if cfg.Token == "" {
-				return Local("no_token", "no token: pass --token-file FILE or set RIFFDB_TOKEN")
-			}
+			cfg.Token = token
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, err := loadtest.Run(ctx, cfg)

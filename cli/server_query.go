@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/statsapi"
 )
 
@@ -45,18 +43,9 @@ func (q *queryFlags) get(ctx context.Context, path string, out any) error {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
-	var token string
-	if q.tokenFile != "" {
-		b, err := os.ReadFile(q.tokenFile)
-		if err != nil {
-			return Local("token_unreadable", "cannot read the --token-file: %v", pathless.Error(err))
-		}
-		token = strings.TrimSpace(string(b))
-	} else {
-		token = getenv("RIFFDB_TOKEN")
-	}
-	if token == "" {
-		return Local("no_token", "no token: pass --token-file FILE or set RIFFDB_TOKEN")
+	token, err := bearerToken(q.tokenFile)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
