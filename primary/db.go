@@ -172,19 +172,19 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if err := opts.FS.MkdirAll(opts.Path, 0o700); err != nil {
 		return nil, fmt.Errorf("primary: create database directory: %w", pathless.Error(err))
 	}
-	slog := newStoreLog(db.log, opts.Clock)
+	bglog := newStoreLog(db.log, opts.Clock)
 	po := &pebble.Options{
 		FS:                 walfill.New(dirlock.FS(opts.FS)),
 		FormatMajorVersion: FormatMajorVersion,
 		MemTableSize:       memTableSize,
-		Logger:             storeLogger{pebbleLogger{db: db}, slog},
+		Logger:             storeLogger{pebbleLogger{db: db}, bglog},
 		EventListener: &pebble.EventListener{
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
 				db.fail(fmt.Errorf("%w: data corruption detected: %w", ErrCorrupt, pathless.Error(info.Details)))
 			},
 		},
 	}
-	slog.listen(po.EventListener)
+	bglog.listen(po.EventListener)
 	po.WithFSDefaults()
 	store, lock, fresh, floor, err := openStore(opts.FS, opts.Path, po, db.log)
 	if err != nil {
