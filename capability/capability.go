@@ -10,8 +10,8 @@ import (
 // Sentinel errors.
 var (
 	// ErrUnauthenticated is returned by Authenticate for a token that is
-	// malformed, unknown or revoked. Callers map it to HTTP 401 and must not
-	// tell the three cases apart to the client.
+	// malformed, unknown, revoked or expired. Callers map it to HTTP 401 and
+	// must not tell the cases apart to the client.
 	ErrUnauthenticated = errors.New("capability: unauthenticated")
 	// ErrNotFound is returned by Revoke when no capability has the id.
 	ErrNotFound = errors.New("capability: not found")
@@ -38,13 +38,25 @@ type Permission string
 const (
 	// ExecuteCommands allows running compiled commands against a database.
 	ExecuteCommands Permission = "execute_commands"
-	// ReadStatistics allows reading the stats endpoint (a global requirement).
+	// ReadStatistics allows reading the stats endpoint. Only a global
+	// capability satisfies it.
 	ReadStatistics Permission = "read_statistics"
-	// ReadHealth allows reading the health endpoint (a global requirement).
+	// ReadHealth allows reading the health endpoint. A global capability
+	// sees every database; one scoped to a database sees that database only.
 	ReadHealth Permission = "read_health"
 	// ManageCapabilities allows creating, listing and revoking capabilities.
+	// Only a global capability satisfies it.
 	ManageCapabilities Permission = "manage_capabilities"
 )
+
+// GlobalOnly reports whether only a global capability can use p: a
+// capability scoped to a database with p would be refused everywhere.
+func (p Permission) GlobalOnly() bool {
+	return p == ReadStatistics || p == ManageCapabilities
+}
+
+// MaxLifetime bounds the lifetime of an expiring capability.
+const MaxLifetime = 10 * 365 * 24 * time.Hour
 
 // allPermissions lists every permission, in canonical order.
 var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities}
@@ -80,12 +92,21 @@ type Capability struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Revoked reports whether the capability has been revoked.
 	Revoked bool `json:"revoked"`
+	// ExpiresAt is when the capability stops authenticating; the zero time
+	// means never. Records written before expiry existed have none.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Expired reports whether c has an expiry time and now is at or past it.
+func (c Capability) Expired(now time.Time) bool {
+	return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt)
 }
 
 // Allows reports whether c grants permission p for database. database ""
 // is a global requirement, satisfied only by a global capability; otherwise
 // a global capability or one scoped to that database satisfies it. A revoked
-// capability allows nothing.
+// capability allows nothing. Allows does not look at the expiry time:
+// Authenticate refuses an expired capability's token.
 func (c Capability) Allows(p Permission, database string) bool {
 	if c.Revoked || !slices.Contains(c.Permissions, p) {
 		return false

@@ -118,6 +118,9 @@ func decode(data, key []byte) (document, error) {
 		if r.Database != "" && !alias.Valid(r.Database) {
 			return document{}, corrupt("capability %s has a malformed database alias", r.ID)
 		}
+		if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(r.CreatedAt) {
+			return document{}, corrupt("capability %s expires before it was created", r.ID)
+		}
 	}
 	return doc, nil
 }

@@ -16,10 +16,24 @@
 //
 // A capability is global (Database == "") or scoped to one database alias. A
 // requirement names a permission and a database; the empty database is a
-// global requirement (statistics, health, managing capabilities), which only
-// a global capability satisfies. A database requirement is satisfied by a
-// global capability or by one scoped to that database. Revoked capabilities
-// satisfy nothing.
+// global requirement (statistics, managing capabilities), which only a
+// global capability satisfies. A database requirement is satisfied by a
+// global capability or by one scoped to that database. Health is in
+// between: the health endpoint accepts read_health from a global capability,
+// which sees every database, or from a scoped one, which sees its own
+// database only. Revoked capabilities satisfy nothing.
+//
+// # Expiry
+//
+// A capability may expire (Store.CreateExpiring): its record then holds
+// "expires_at", and from that time on, by the store's clock, Authenticate
+// refuses its token with ErrUnauthenticated, exactly as it refuses an
+// unknown one. A record without "expires_at" (every record written before
+// expiry existed) never expires, so older store files read as they are; the
+// store file's version is unchanged. An earlier build refuses a store file
+// holding an expiring record ("expires_at" is an unknown field to it) as
+// ErrCorrupt, so a downgrade fails closed instead of honouring an expired
+// token.
 //
 // # The credential store
 //

@@ -237,9 +237,20 @@ func (s *Store) mutate(f func(doc *document) error) error {
 
 // Create adds a capability with perms, scoped to database ("" for global),
 // and returns its token. The token is returned only here and is never
-// stored. Errors wrap ErrInvalid for an empty or unknown permission, or a
-// malformed name or database alias.
+// stored. The capability does not expire. Errors wrap ErrInvalid for an
+// empty or unknown permission, or a malformed name or database alias.
 func (s *Store) Create(name string, perms []Permission, database string) (string, Capability, error) {
+	return s.CreateExpiring(name, perms, database, 0)
+}
+
+// CreateExpiring is Create for a capability whose token stops
+// authenticating lifetime after its creation, by the store's clock.
+// lifetime 0 means never; otherwise it must be positive and at most
+// MaxLifetime (ErrInvalid).
+func (s *Store) CreateExpiring(name string, perms []Permission, database string, lifetime time.Duration) (string, Capability, error) {
+	if lifetime < 0 || lifetime > MaxLifetime {
+		return "", Capability{}, fmt.Errorf("%w: the lifetime must be positive and at most %v", ErrInvalid, MaxLifetime)
+	}
 	if err := validName(name); err != nil {
 		return "", Capability{}, err
 	}
@@ -271,10 +282,13 @@ func (s *Store) Create(name string, perms []Permission, database string) (string
 		if err != nil {
 			return err
 		}
+		now := s.now().UTC().Round(0)
 		created = record{Capability: Capability{
-			ID: id, Name: name, Permissions: canonical, Database: database,
-			CreatedAt: s.now().UTC().Round(0),
+			ID: id, Name: name, Permissions: canonical, Database: database, CreatedAt: now,
 		}, hash: s.mac(token)}
+		if lifetime > 0 {
+			created.ExpiresAt = now.Add(lifetime)
+		}
 		created.TokenHash = hex.EncodeToString(created.hash)
 		doc.Capabilities = append(doc.Capabilities, created)
 		return nil
@@ -360,7 +374,8 @@ func (s *Store) Revoke(id string) error {
 }
 
 // Authenticate returns the capability whose token is token. A malformed,
-// unknown or revoked token yields ErrUnauthenticated. It sees changes made
+// unknown, revoked or expired token yields ErrUnauthenticated; a token is
+// expired from its ExpiresAt on, by the store's clock. It sees changes made
 // by other processes within the refresh interval; it stats the store file at
 // most once per interval and reads it only when it changed. Any other error
 // (a corrupt or insecure store) means the store cannot be trusted and the
@@ -392,6 +407,9 @@ func (s *Store) Authenticate(token string) (Capability, error) {
 	}
 	if s.records[match].Revoked {
 		return Capability{}, fmt.Errorf("%w: revoked token", ErrUnauthenticated)
+	}
+	if s.records[match].Expired(s.now()) {
+		return Capability{}, fmt.Errorf("%w: expired token", ErrUnauthenticated)
 	}
 	return s.records[match].capability(), nil
 }
