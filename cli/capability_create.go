@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,7 @@ func newCapabilityCreateCommand() *cobra.Command {
 	var (
 		path, database, name string
 		permissions          []string
+		expiresIn            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -32,7 +34,15 @@ Works offline; a running server sees the new capability within a second.
 
 Permissions: execute_commands, read_statistics, read_health, manage_capabilities.
 Without --database the capability is global; with it, it is scoped to that
-database alias (a scoped capability cannot read statistics or health).`,
+database alias: execute_commands then runs commands of that database only,
+and read_health shows that database's health only (GET /v1/health lists no
+other database). read_statistics and manage_capabilities need a global
+capability, so they are refused together with --database.
+
+With --expires-in (a Go duration such as 720h, at most 87600h: ten years)
+the token stops authenticating that long after its creation, and is then
+refused like an unknown token (HTTP 401). Without it the token never
+expires; revoke it with "capability revoke".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			perms := make([]capability.Permission, 0, len(permissions))
@@ -43,6 +53,16 @@ database alias (a scoped capability cannot read statistics or health).`,
 						truncateFlag(s))
 				}
 				perms = append(perms, p)
+			}
+			if database != "" {
+				for _, p := range perms {
+					if p.GlobalOnly() {
+						return Local("invalid_scope", "--permission %s needs a global capability: drop --database, or create a separate global capability for it", p)
+					}
+				}
+			}
+			if cmd.Flags().Changed("expires-in") && (expiresIn <= 0 || expiresIn > capability.MaxLifetime) {
+				return Local("invalid_expiry", "--expires-in must be a positive duration of at most %s (ten years)", fmtHours(capability.MaxLifetime))
 			}
 			c, err := loadCapabilityConfig(path)
 			if err != nil {
@@ -62,21 +82,25 @@ database alias (a scoped capability cannot read statistics or health).`,
 			if err != nil {
 				return err
 			}
-			token, created, err := store.Create(name, perms, database)
+			token, created, err := store.CreateExpiring(name, perms, database, expiresIn)
 			switch {
 			case errors.Is(err, capability.ErrInvalid):
 				return Local("invalid_capability", "--name: %s", strings.TrimPrefix(err.Error(), "capability: invalid: "))
 			case err != nil:
 				return capabilityStoreError(err)
 			}
-			res := capabilityCreateResult{capabilityResult: newCapabilityResult(created), Token: token}
+			res := capabilityCreateResult{capabilityResult: newCapabilityResult(created, created.CreatedAt), Token: token}
 			return Emit(cmd, res, func(w io.Writer) error {
 				label := ""
 				if res.Name != "" {
 					label = fmt.Sprintf(" %q", res.Name)
 				}
-				_, err := fmt.Fprintf(w, "created capability %s%s (%s): %s\ntoken: %s\nThe token is shown only once; store it now.\n",
-					res.ID, label, scopeText(res.Database), strings.Join(res.Permissions, ", "), res.Token)
+				expiry := "never expires"
+				if res.ExpiresAt != nil {
+					expiry = "expires " + *res.ExpiresAt
+				}
+				_, err := fmt.Fprintf(w, "created capability %s%s (%s, %s): %s\ntoken: %s\nThe token is shown only once; store it now.\n",
+					res.ID, label, scopeText(res.Database), expiry, strings.Join(res.Permissions, ", "), res.Token)
 				return err
 			})
 		},
@@ -85,6 +109,7 @@ database alias (a scoped capability cannot read statistics or health).`,
 	cmd.Flags().StringArrayVar(&permissions, "permission", nil, "a permission to grant (repeatable, at least one)")
 	cmd.Flags().StringVar(&database, "database", "", "scope the capability to this database alias (default: global)")
 	cmd.Flags().StringVar(&name, "name", "", "a label for the capability")
+	cmd.Flags().DurationVar(&expiresIn, "expires-in", 0, "the token's lifetime, e.g. 720h (default: never expires)")
 	_ = cmd.MarkFlagRequired("config")
 	_ = cmd.MarkFlagRequired("permission")
 	return cmd
@@ -96,4 +121,9 @@ func truncateFlag(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// fmtHours prints d in whole hours, as --expires-in takes it.
+func fmtHours(d time.Duration) string {
+	return fmt.Sprintf("%dh", int64(d/time.Hour))
 }

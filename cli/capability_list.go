@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -19,7 +20,8 @@ func newCapabilityListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List the capabilities of the credential store, revoked ones included",
 		Long: `List every capability of the configuration's credential store, oldest first,
-revoked ones included. Tokens are never shown (the store does not hold them).
+revoked and expired ones included, with each one's expiry time ("expires_at",
+null when it never expires) and whether it has passed ("expired"). Tokens are never shown (the store does not hold them).
 A credential store that does not exist yet lists as empty and is not created.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -41,8 +43,9 @@ A credential store that does not exist yet lists as empty and is not created.`,
 				if err != nil {
 					return capabilityStoreError(err)
 				}
+				now := time.Now()
 				for _, cp := range caps {
-					res.Capabilities = append(res.Capabilities, newCapabilityResult(cp))
+					res.Capabilities = append(res.Capabilities, newCapabilityResult(cp, now))
 				}
 			}
 			return Emit(cmd, res, func(w io.Writer) error {
@@ -52,10 +55,20 @@ A credential store that does not exist yet lists as empty and is not created.`,
 				}
 				for _, r := range res.Capabilities {
 					state := "active"
-					if r.Revoked {
+					switch {
+					case r.Revoked:
 						state = "revoked"
+					case r.Expired:
+						state = "expired"
 					}
-					if _, err := fmt.Fprintf(w, "%s  %-7s  %s  %s  %s  %q\n", r.ID, state, r.CreatedAt,
+					expiry := "never expires"
+					if r.ExpiresAt != nil {
+						expiry = "expires " + *r.ExpiresAt
+						if r.Expired {
+							expiry = "expired " + *r.ExpiresAt
+						}
+					}
+					if _, err := fmt.Fprintf(w, "%s  %-7s  %s  %s  %s  %s  %q\n", r.ID, state, r.CreatedAt, expiry,
 						scopeText(r.Database), strings.Join(r.Permissions, ","), r.Name); err != nil {
 						return err
 					}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
@@ -73,15 +74,28 @@ type capabilityResult struct {
 	Database  string `json:"database"`
 	CreatedAt string `json:"created_at"`
 	Revoked   bool   `json:"revoked"`
+	// ExpiresAt is when the token stops authenticating; null: never.
+	ExpiresAt *string `json:"expires_at"`
+	// Expired reports whether ExpiresAt has passed (at now).
+	Expired bool `json:"expired"`
 }
 
-func newCapabilityResult(c capability.Capability) capabilityResult {
+// timeFormat is RFC 3339 in UTC with as many fractional digits as needed.
+const timeFormat = "2006-01-02T15:04:05.999999999Z07:00"
+
+// newCapabilityResult describes c as it stands at now.
+func newCapabilityResult(c capability.Capability, now time.Time) capabilityResult {
 	perms := make([]string, len(c.Permissions))
 	for i, p := range c.Permissions {
 		perms[i] = string(p)
 	}
-	return capabilityResult{ID: c.ID, Name: c.Name, Permissions: perms, Database: c.Database,
-		CreatedAt: c.CreatedAt.UTC().Format("2006-01-02T15:04:05.999999999Z07:00"), Revoked: c.Revoked}
+	r := capabilityResult{ID: c.ID, Name: c.Name, Permissions: perms, Database: c.Database,
+		CreatedAt: c.CreatedAt.UTC().Format(timeFormat), Revoked: c.Revoked, Expired: c.Expired(now)}
+	if !c.ExpiresAt.IsZero() {
+		at := c.ExpiresAt.UTC().Format(timeFormat)
+		r.ExpiresAt = &at
+	}
+	return r
 }
 
 func scopeText(database string) string {
