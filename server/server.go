@@ -218,10 +218,11 @@ func (s *Server) Start(ctx context.Context) error {
 		s.background.Add(1)
 		go s.watch(bg, d)
 	}
+	tlsOn := s.api.TLSConfig != nil // read before serve configures HTTP/2 on it
 	go s.serve(s.api, s.apiLimit, "api")
 	go s.serve(s.metrics, s.metricsLimit, "metrics")
 	s.log.Info("riffdb ready", zap.String("listen", s.APIAddr()), zap.String("metrics_listen", s.MetricsAddr()),
-		zap.Bool("tls", s.api.TLSConfig != nil), zap.Int64("max_connections", s.apiLimit.max),
+		zap.Bool("tls", tlsOn), zap.Int64("max_connections", s.apiLimit.max),
 		zap.Int64("metrics_max_connections", s.metricsLimit.max),
 		zap.String("mode", s.cfg.Server.Mode), zap.Int("databases", len(s.dbs)))
 	return nil
