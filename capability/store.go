@@ -191,11 +191,16 @@ func (s *Store) refresh(force bool) error {
 	if err != nil {
 		return err
 	}
-	s.lastCheck = now
-	if ident == s.ident {
-		return nil
+	if ident != s.ident {
+		// A failed reload is not a check: until one succeeds, every call
+		// tries again and fails, instead of serving the old capabilities
+		// for another interval.
+		if err := s.reload(); err != nil {
+			return err
+		}
 	}
-	return s.reload()
+	s.lastCheck = now
+	return nil
 }
 
 // write replaces the store file atomically. It runs under the lock.

@@ -506,6 +506,11 @@ func TestCorruptStore(t *testing.T) {
 			if _, err := s.Authenticate(tok); !errors.Is(err, capability.ErrCorrupt) || errors.Is(err, capability.ErrUnauthenticated) {
 				t.Fatalf("Authenticate: err = %v, want ErrCorrupt only", err)
 			}
+			// And it keeps failing: a failed reload is not a check that
+			// lets the old capabilities serve the next interval.
+			if _, err := s.Authenticate(tok); !errors.Is(err, capability.ErrCorrupt) {
+				t.Fatalf("second Authenticate within the refresh interval: err = %v, want ErrCorrupt", err)
+			}
 			if _, err := s.List(); !errors.Is(err, capability.ErrCorrupt) {
 				t.Fatalf("List: err = %v, want ErrCorrupt", err)
 			}
