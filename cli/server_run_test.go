@@ -266,7 +266,7 @@ func (r *running) command(t *testing.T, token, key string) {
 	mustDo(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	mustDo(t, err)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
