@@ -190,6 +190,10 @@ func startupCode(err error) string {
 		return "database_corrupt"
 	case errors.Is(err, server.ErrDatabase) && errors.Is(err, primary.ErrIncompatible):
 		return "database_incompatible"
+	case errors.Is(err, server.ErrDatabase) && errors.Is(err, primary.ErrUnprotected):
+		return "database_unprotected"
+	case errors.Is(err, server.ErrTLS):
+		return "tls_refused"
 	case errors.Is(err, server.ErrDatabase):
 		return "database_unavailable"
 	case errors.Is(err, config.ErrInvalid):

@@ -166,3 +166,37 @@ func TestStartupSecondServerOnSameData(t *testing.T) {
 	order(p, "restarted")
 	p.stop()
 }
+
+// TestStartupDatabaseUnprotected gives the database directory mode 0755:
+// the server refuses with database_unprotected, writes nothing into it,
+// and starts once the mode is 0700.
+func TestStartupDatabaseUnprotected(t *testing.T) {
+	e := newEnv(t, envOpts{outbox: true})
+	must(t, os.Mkdir(e.dbPath, 0o700))
+	must(t, os.Chmod(e.dbPath, 0o755))
+	startupRefused(t, e, "database_unprotected", `database "default": the database path is accessible to other users`)
+	if entries, _ := os.ReadDir(e.dbPath); len(entries) != 0 {
+		t.Fatalf("the refused directory holds %d entries", len(entries))
+	}
+	must(t, os.Chmod(e.dbPath, 0o700))
+	e.start().stop()
+}
+
+// TestStartupTLSAndPlaintext: a TLS key readable by others is refused
+// with tls_refused; a non-loopback listen without TLS is refused with
+// invalid_config unless allow_insecure_listen is set.
+func TestStartupTLSAndPlaintext(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	key := filepath.Join(e.root, "key.pem")
+	cert := filepath.Join(e.root, "cert.pem")
+	must(t, os.WriteFile(cert, []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"), 0o644))
+	must(t, os.WriteFile(key, []byte("-----BEGIN EC PRIVATE KEY-----\n-----END EC PRIVATE KEY-----\n"), 0o644))
+	startupRewrite(t, e, "[server]\n", "[server]\ntls_cert_path = \""+cert+"\"\ntls_key_path = \""+key+"\"\n")
+	startupRefused(t, e, "tls_refused", "server.tls_key_path: the private key may be read by its group or others")
+
+	e = newEnv(t, envOpts{})
+	startupRewrite(t, e, "\nlisten = \"127.0.0.1:0\"", "\nlisten = \"0.0.0.0:0\"")
+	startupRefused(t, e, "invalid_config", "server.listen is not a loopback address and TLS is not configured")
+	startupRewrite(t, e, "[server]\n", "[server]\nallow_insecure_listen = true\n")
+	e.start().stop()
+}
