@@ -28,13 +28,32 @@ func FS(fs vfs.FS) vfs.FS {
 	if fs != vfs.Default {
 		return fs
 	}
-	return lockFS{fs}
+	return lockFS{FS: fs}
 }
 
-type lockFS struct{ vfs.FS }
+// ReadOnlyFS returns fs with its Lock replaced by LockExisting when fs is
+// the real filesystem (vfs.Default): a reader that must create nothing takes
+// the lock of an existing LOCK file or fails. Any other filesystem is
+// returned as it is.
+func ReadOnlyFS(fs vfs.FS) vfs.FS {
+	if fs != vfs.Default {
+		return fs
+	}
+	return lockFS{FS: fs, existing: true}
+}
+
+type lockFS struct {
+	vfs.FS
+	existing bool
+}
 
 // Lock implements vfs.FS.
-func (lockFS) Lock(name string) (io.Closer, error) { return Lock(name) }
+func (l lockFS) Lock(name string) (io.Closer, error) {
+	if l.existing {
+		return LockExisting(name)
+	}
+	return Lock(name)
+}
 
 // Unwrap implements vfs.FS.
 func (l lockFS) Unwrap() vfs.FS { return l.FS }

@@ -65,3 +65,41 @@ func TestLockExcludesAnotherProcess(t *testing.T) {
 		t.Fatalf("the child took a lock the parent holds: %v %s", err, out)
 	}
 }
+
+func TestLockExistingCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "LOCK")
+	if _, err := dirlock.LockExisting(name); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LockExisting of a missing file = %v, want ErrNotExist", err)
+	}
+	if _, err := os.Lstat(name); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LockExisting created the file: %v", err)
+	}
+	if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Unix(1_600_000_000, 5)
+	if err := os.Chtimes(name, old, old); err != nil {
+		t.Fatal(err)
+	}
+	l, err := dirlock.LockExisting(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dirlock.Lock(name); !errors.Is(err, dirlock.ErrHeld) {
+		t.Fatalf("Lock while LockExisting holds it = %v, want ErrHeld", err)
+	}
+	_ = l.Close()
+	fi, err := os.Stat(name)
+	if err != nil || !fi.ModTime().Equal(old) || fi.Size() != 1 {
+		t.Fatalf("LOCK was touched: %v %d, %v", fi.ModTime(), fi.Size(), err)
+	}
+	link := filepath.Join(dir, "LINK")
+	if err := os.Symlink(name, link); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := dirlock.LockExisting(link); err == nil {
+		_ = l.Close()
+		t.Fatal("LockExisting followed a symbolic link")
+	}
+}
