@@ -2,7 +2,10 @@
 
 package capability
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // errUnsupportedPlatform is returned by every Store operation on a platform
 // without POSIX file locking and ownership: this implementation requires
@@ -20,6 +23,11 @@ func OpenWith(string, Options) (*Store, error) { return nil, errUnsupportedPlatf
 
 // Create refuses on this platform.
 func (*Store) Create(string, []Permission, string) (string, Capability, error) {
+	return "", Capability{}, errUnsupportedPlatform
+}
+
+// CreateExpiring refuses on this platform.
+func (*Store) CreateExpiring(string, []Permission, string, time.Duration) (string, Capability, error) {
 	return "", Capability{}, errUnsupportedPlatform
 }
 
