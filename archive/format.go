@@ -2,6 +2,7 @@ package archive
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -51,8 +52,9 @@ const (
 	formatVersion = 1
 	// recordVersion is the first byte of every encoded record value.
 	recordVersion = 1
-	// cursorVersion is the first byte of every cursor.
-	cursorVersion = 1
+	// cursorVersion is the first byte of every cursor (version 1 was not
+	// bound to an archive).
+	cursorVersion = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -178,36 +180,79 @@ func decodeAccounting(b []byte) (accounting, error) {
 	return a, nil
 }
 
+// archiveID identifies one archive instance and its format: a digest of the
+// archive format, the database binding and the store directory's instance
+// (storeInstance: its inode and birth time on the real filesystem; nothing
+// on a test filesystem). Cursors carry it, so that a cursor is refused by
+// every other archive, including another archive of the same database (a
+// copy, or one created again in the same place).
+type archiveID [16]byte
+
+func makeArchiveID(binding event.DatabaseID, instance []byte) archiveID {
+	h := sha256.New()
+	h.Write([]byte(formatMagic))
+	h.Write([]byte{formatVersion >> 8, formatVersion & 0xff})
+	h.Write(binding[:])
+	h.Write(instance)
+	var id archiveID
+	copy(id[:], h.Sum(nil))
+	return id
+}
+
 // Cursor is an opaque, resumable position of a Reader: the page after it
 // starts with the first record whose key sorts after the cursor's key. A nil
-// or empty cursor means "from the beginning". Its text form (MarshalText) is
-// unpadded base64url, safe for JSON and command lines.
+// or empty cursor means "from the beginning". It is bound to the archive
+// that issued it (and to its format): any other archive refuses it with
+// ErrInvalidCursor. Its text form (MarshalText) is unpadded base64url, safe
+// for JSON and command lines.
 type Cursor []byte
 
-const cursorLen = 1 + event.KeyLen + 4
+// cursor layout: version(1) ‖ archiveID(16) ‖ key(36) ‖ CRC32C.
+const cursorLen = 1 + len(archiveID{}) + event.KeyLen + 4
 
-func newCursor(k event.Key) Cursor {
+func newCursor(id archiveID, k event.Key) Cursor {
 	b := make([]byte, 0, cursorLen)
 	b = append(b, cursorVersion)
+	b = append(b, id[:]...)
 	b = k.AppendBinary(b)
 	return binary.BigEndian.AppendUint32(b, checksum(b))
 }
 
-// key decodes the cursor. ok is false for an empty cursor.
-func (c Cursor) key() (k event.Key, ok bool, err error) {
+// decode checks the cursor's layout, version and checksum. ok is false for
+// an empty cursor.
+func (c Cursor) decode() (id archiveID, k event.Key, ok bool, err error) {
 	if len(c) == 0 {
-		return event.Key{}, false, nil
+		return id, k, false, nil
 	}
-	if len(c) != cursorLen || c[0] != cursorVersion ||
-		binary.BigEndian.Uint32(c[cursorLen-4:]) != checksum(c[:cursorLen-4]) {
-		return event.Key{}, false, ErrInvalidCursor
+	if c[0] != cursorVersion {
+		return id, k, false, fmt.Errorf("%w: cursor version %d is not supported (this version issues %d); start the scan again",
+			ErrInvalidCursor, c[0], cursorVersion)
 	}
-	k, err = event.DecodeKey(c[1 : 1+event.KeyLen])
+	if len(c) != cursorLen || binary.BigEndian.Uint32(c[cursorLen-4:]) != checksum(c[:cursorLen-4]) {
+		return id, k, false, fmt.Errorf("%w: the cursor is damaged or truncated", ErrInvalidCursor)
+	}
+	copy(id[:], c[1:])
+	k, err = event.DecodeKey(c[1+len(id) : 1+len(id)+event.KeyLen])
 	if err != nil {
-		return event.Key{}, false, ErrInvalidCursor
+		return id, k, false, fmt.Errorf("%w: the cursor is damaged", ErrInvalidCursor)
+	}
+	return id, k, true, nil
+}
+
+// key decodes the cursor for the archive id. ok is false for an empty
+// cursor; a cursor of another archive is ErrInvalidCursor.
+func (c Cursor) key(id archiveID) (k event.Key, ok bool, err error) {
+	got, k, ok, err := c.decode()
+	if err != nil || !ok {
+		return k, ok, err
+	}
+	if got != id {
+		return k, false, errForeignCursor
 	}
 	return k, true, nil
 }
+
+var errForeignCursor = fmt.Errorf("%w: the cursor was issued by another archive (or by this archive's database in another archive)", ErrInvalidCursor)
 
 // MarshalText encodes the cursor as unpadded base64url.
 func (c Cursor) MarshalText() ([]byte, error) {
@@ -227,10 +272,10 @@ func (c *Cursor) UnmarshalText(text []byte) error {
 	b := make([]byte, base64.RawURLEncoding.DecodedLen(len(text)))
 	n, err := base64.RawURLEncoding.Decode(b, text)
 	if err != nil {
-		return ErrInvalidCursor
+		return fmt.Errorf("%w: the cursor is not base64url text", ErrInvalidCursor)
 	}
 	cur := Cursor(b[:n])
-	if _, _, err := cur.key(); err != nil {
+	if _, _, _, err := cur.decode(); err != nil {
 		return err
 	}
 	*c = bytes.Clone(cur)

@@ -2,8 +2,10 @@ package archive
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -73,7 +75,7 @@ func FuzzDecodeMetadata(f *testing.F) {
 
 func FuzzCursor(f *testing.F) {
 	k := event.Key{Database: testDatabase, Incarnation: 2, Event: event.ID{Seq: 42, Pos: 3}}
-	good, _ := newCursor(k).MarshalText()
+	good, _ := newCursor(makeArchiveID(testDatabase, nil), k).MarshalText()
 	f.Add(good)
 	f.Add([]byte(""))
 	f.Add([]byte("AAAA"))
@@ -86,7 +88,7 @@ func FuzzCursor(f *testing.F) {
 			}
 			return
 		}
-		key, ok, err := c.key()
+		id, key, ok, err := c.decode()
 		if err != nil {
 			t.Fatalf("accepted cursor does not decode: %v", err)
 		}
@@ -96,7 +98,13 @@ func FuzzCursor(f *testing.F) {
 			}
 			return
 		}
-		out, _ := newCursor(key).MarshalText()
+		if _, _, err := c.key(id); err != nil {
+			t.Fatalf("cursor refused by its own archive: %v", err)
+		}
+		if _, _, err := c.key(archiveID{}); id != (archiveID{}) && !errors.Is(err, ErrInvalidCursor) {
+			t.Fatalf("cursor accepted by another archive: %v", err)
+		}
+		out, _ := newCursor(id, key).MarshalText()
 		var back Cursor
 		if err := back.UnmarshalText(out); err != nil || !bytes.Equal(back, c) {
 			t.Fatal("cursor does not round-trip")
@@ -151,5 +159,57 @@ func TestCheckEngineFormat(t *testing.T) {
 		if err.Error() != want {
 			t.Errorf("format %d: %q, want %q", v, err.Error(), want)
 		}
+	}
+}
+
+func FuzzStepCursor(f *testing.F) {
+	good := (&stepState{id: makeArchiveID(testDatabase, []byte{1}), acct: accounting{Records: 9, EncodedBytes: 900},
+		count: true, steps: 2, pages: 3, records: 5, bytes: 500,
+		incs: []IncarnationCount{{1, 2}, {4, 3}}, last: event.Key{Database: testDatabase, Incarnation: 4, Event: event.ID{Seq: 7}}}).encode()
+	f.Add(good)
+	f.Add("")
+	f.Add(good[:len(good)-3])
+	f.Add("!!")
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := decodeStepState(text)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidCursor) {
+				t.Fatalf("error %v does not wrap ErrInvalidCursor", err)
+			}
+			return
+		}
+		if s.encode() != text {
+			t.Fatal("step cursor does not round-trip")
+		}
+	})
+}
+
+func TestStepCursorRefusesDamage(t *testing.T) {
+	t.Parallel()
+	s := &stepState{id: makeArchiveID(testDatabase, nil), acct: accounting{Records: 3, EncodedBytes: 30}, steps: 1, pages: 1,
+		records: 2, bytes: 20, last: event.Key{Database: testDatabase, Incarnation: 1, Event: event.ID{Seq: 2}}}
+	text := s.encode()
+	back, err := decodeStepState(text)
+	if err != nil || back.encode() != text {
+		t.Fatalf("round trip: %v", err)
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(text)
+	for i := range raw {
+		b := bytes.Clone(raw)
+		b[i] ^= 0x40
+		if _, err := decodeStepState(base64.RawURLEncoding.EncodeToString(b)); !errors.Is(err, ErrInvalidCursor) {
+			t.Fatalf("byte %d flipped: %v", i, err)
+		}
+	}
+	for n := 0; n < len(text); n++ {
+		if _, err := decodeStepState(text[:n]); !errors.Is(err, ErrInvalidCursor) {
+			t.Fatalf("truncated to %d: %v", n, err)
+		}
+	}
+	old := bytes.Clone(raw)
+	old[1] = 0
+	if _, err := decodeStepState(base64.RawURLEncoding.EncodeToString(old)); !errors.Is(err, ErrInvalidCursor) ||
+		!strings.Contains(err.Error(), "version") {
+		t.Fatalf("other version: %v", err)
 	}
 }

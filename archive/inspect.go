@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"time"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
 )
@@ -17,17 +15,25 @@ import (
 // MaxInspectPages is the largest page bound Inspect accepts.
 const MaxInspectPages = 256
 
-// Integrity verdicts of Inspect.
+// Integrity verdicts of Inspect. A report returned with a non-nil error
+// has none: its Integrity is "" (no verdict was reached; the error says
+// why, e.g. ErrBindingChanged, ErrBusy, ErrNotFound, ErrInvalidCursor).
 const (
-	// IntegrityVerified: the complete scan verified every record and matched
-	// the durable accounting, and the storage engine's level check passed.
+	// IntegrityVerified: the complete scan (every step of it) verified every
+	// record and matched the durable accounting, and the storage engine's
+	// level check passed.
 	IntegrityVerified = "verified"
-	// IntegrityIncomplete: the page bound ended before the scan did.
+	// IntegrityIncomplete: the page bound ended before the scan did;
+	// NextCursor resumes it.
 	IntegrityIncomplete = "incomplete"
 	// IntegrityMismatch: the complete scan disagrees with the accounting.
 	IntegrityMismatch = "mismatch"
 	// IntegrityCorrupt: a checksum, decode or storage-engine corruption.
 	IntegrityCorrupt = "corrupt"
+	// IntegrityChanged: the archive's durable accounting differs from what
+	// it was at the first step of a stepped scan (records were archived in
+	// between), so the steps cannot verify it. Start again.
+	IntegrityChanged = "changed"
 )
 
 // InspectReport is the result of an offline inspection.
@@ -38,15 +44,32 @@ type InspectReport struct {
 	DatabaseBinding string
 	// RecordCount and EncodedBytes are the durable accounting.
 	RecordCount, EncodedBytes int64
-	// ScannedRecords and ScannedBytes are what the bounded scan verified.
+	// ScannedRecords and ScannedBytes are what this step's bounded scan
+	// verified.
 	ScannedRecords, ScannedBytes int64
+	// TotalRecords and TotalBytes are what every step so far verified,
+	// this one included (equal to ScannedRecords and ScannedBytes in a
+	// one-step scan).
+	TotalRecords, TotalBytes int64
 	// AllocatedBytes is the physical space of the store's files (-1 when it
 	// could not be measured).
 	AllocatedBytes int64
-	// PagesExamined counts the pages read, including a failing one.
+	// PagesExamined counts the pages this step read, including a failing
+	// one.
 	PagesExamined int
-	// Integrity is one of the Integrity* constants.
+	// Steps counts the steps of the scan so far, this one included (1 for a
+	// scan without After).
+	Steps int
+	// Integrity is one of the Integrity* constants, or "" when Inspect
+	// returns an error.
 	Integrity string
+	// NextCursor is set exactly when Integrity is "incomplete": pass it as
+	// InspectOptions.After to run the next step.
+	NextCursor string
+	// Incarnations, with InspectOptions.CountIncarnations, counts the
+	// records of every step so far per history incarnation, in ascending
+	// incarnation order.
+	Incarnations []IncarnationCount
 	// MissingRecords, with Integrity "mismatch", is how many records at
 	// least the archive lost: its accounting is below the floor written at
 	// its last clean shutdown (floor.go).
@@ -55,30 +78,55 @@ type InspectReport struct {
 
 // InspectOptions configure Inspect.
 type InspectOptions struct {
-	// MaxPages bounds the scan to at most MaxPages pages of at most
+	// MaxPages bounds the step to at most MaxPages pages of at most
 	// MaxPageRecords records and MaxPageBytes. It must be in
 	// 1..MaxInspectPages (ErrInvalidArgument otherwise).
 	MaxPages int
-	// Progress, when set, is called after every page Inspect examines (for a
+	// After is the NextCursor of the previous step; "" starts a scan.
+	After string
+	// CountIncarnations counts records per history incarnation
+	// (InspectReport.Incarnations). It is decided at the first step: a
+	// cursor of a scan that did not count refuses it (ErrInvalidArgument),
+	// and a cursor of a scan that counted keeps counting.
+	CountIncarnations bool
+	// Progress, when set, is called after every page Inspect examines with
+	// the pages, records and encoded bytes of every step so far (for a
 	// progress line on long inspections). It runs on the calling goroutine
 	// and must not block.
-	Progress func(pages int, records int64)
+	Progress func(pages int, records, bytes int64)
 }
 
-// Inspect verifies the archive in dir offline, in at most opts.MaxPages
-// pages (1..MaxInspectPages) of at most MaxPageRecords records and
-// MaxPageBytes.
+// Inspect verifies the archive in dir offline, one bounded step at a time:
+// at most opts.MaxPages pages (1..MaxInspectPages) of at most
+// MaxPageRecords records and MaxPageBytes, after opts.After.
 //
-// It refuses a missing archive (ErrNotFound) and never creates anything: it
-// audits custody, checks existence without opening, then takes the store's
-// exclusive lock (ErrBusy while a server holds it) and opens it read-only
-// with that lock. It refuses another binding (ErrBindingChanged) and an
-// incompatible format. Integrity is "verified" only when the complete scan
-// verified every record, matched the durable accounting and the level check
-// passed; "incomplete" when the bound ended first; "mismatch" when the
-// complete scan disagrees with the accounting; "corrupt" on checksum, decode
-// or storage-engine corruption (the report is returned with a nil error in
-// the last three cases). Errors contain no paths and no payloads.
+// It refuses a missing archive (ErrNotFound) and never creates or changes
+// anything: it audits custody, checks existence without opening, takes the
+// store's exclusive lock without creating LOCK or changing its timestamps
+// (ErrBusy while a server holds it; a store without LOCK is refused with
+// ErrRefused) and opens it read-only with that lock. It refuses a damaged
+// cursor, or one another archive issued (another archive of the same
+// database included), with ErrInvalidCursor before it reports anything;
+// then another binding (ErrBindingChanged) and an incompatible format.
+//
+// Integrity is "incomplete" with a NextCursor when the bound ends first;
+// "changed" when the durable accounting differs from the one the first step
+// saw; "corrupt" on checksum, decode or storage-engine corruption (the step
+// that reaches a damaged record says so); at the end of the scan,
+// "verified" only when the totals of every step match the durable
+// accounting, the metadata keys are the expected ones, the floor checks
+// pass and the storage engine's level check passes, "mismatch" otherwise.
+// These reports come with a nil error. Running the steps one after another
+// gives the same totals and verdict as one scan of enough pages.
+//
+// Each step reads at most MaxPages pages and keeps only the running totals
+// and the incarnation table, so memory does not grow with the archive. The
+// level check (pebble.DB.CheckLevels) is a pass over the whole store, run
+// once, by the step that completes the scan (in a one-step scan, by that
+// step): that step costs one extra sequential pass over the store, which
+// the stepped scan accepts to verify exactly what a one-step scan verifies.
+//
+// Errors contain no paths and no payloads.
 func Inspect(ctx context.Context, dir string, db event.DatabaseID, opts InspectOptions) (InspectReport, error) {
 	return inspect(ctx, dir, db, nil, opts)
 }
@@ -86,110 +134,80 @@ func Inspect(ctx context.Context, dir string, db event.DatabaseID, opts InspectO
 // inspect is Inspect with a filesystem seam: fs == nil is the real
 // filesystem with the custody audit.
 func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.FS, opts InspectOptions) (InspectReport, error) {
-	maxPages := opts.MaxPages
 	rep := InspectReport{AllocatedBytes: -1}
-	if maxPages < 1 || maxPages > MaxInspectPages {
+	if opts.MaxPages < 1 || opts.MaxPages > MaxInspectPages {
 		return rep, fmt.Errorf("%w: max pages must be 1..%d", ErrInvalidArgument, MaxInspectPages)
 	}
-	real := fs == nil
-	var exists bool
-	var err error
-	if real {
-		exists, err = Audit(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			return rep, ErrNotFound
-		}
-		if err != nil {
-			return rep, mapError("custody audit", err)
-		}
-		fs = newCustodyFS(vfs.Default)
-	} else {
-		exists, err = dirHoldsStore(fs, dir)
-		if errors.Is(err, ErrUnavailable) {
-			return rep, ErrNotFound
-		}
-		if err != nil {
+	var prev *stepState
+	if opts.After != "" {
+		var err error
+		if prev, err = decodeStepState(opts.After); err != nil {
 			return rep, err
 		}
-	}
-	if !exists {
-		return rep, ErrNotFound
-	}
-	storeDir := fs.PathJoin(dir, StoreDirName)
-	desc, err := pebble.Peek(storeDir, fs)
-	if err != nil {
-		return rep, mapError("reading the storage engine format", err)
-	}
-	if !desc.Exists {
-		// An empty store directory is an archive whose creation never
-		// started. Anything else without Pebble's manifest marker is a
-		// created archive that lost the marker: damage, not absence.
-		names, err := fs.List(storeDir)
-		if err != nil {
-			return rep, mapError("reading the store directory", err)
+		if opts.CountIncarnations && !prev.count {
+			return rep, fmt.Errorf("%w: the scan did not count incarnations at its first step; start it again to count them", ErrInvalidArgument)
 		}
-		if len(names) == 0 || (len(names) == 1 && names[0] == "LOCK") {
-			return rep, ErrNotFound
-		}
+	}
+	ro, err := openReadOnly(ctx, dir, fs)
+	if errors.Is(err, ErrCorrupt) {
 		rep.Integrity = IntegrityCorrupt
 		return rep, nil
 	}
-	if err := checkEngineFormat(desc.FormatMajorVersion); err != nil {
+	if err != nil {
 		return rep, err
 	}
-	lock, err := pebble.LockDirectory(storeDir, fs)
-	if err != nil {
-		return rep, mapError("locking the store", err)
+	defer ro.close()
+	m, err := ro.bind(ctx)
+	if errors.Is(err, ErrCorrupt) {
+		rep.Integrity = IntegrityCorrupt
+		return rep, nil
 	}
-	defer lock.Close() // after the database below is closed
-
-	st := &engineState{log: zap.NewNop(), clock: time.Now}
-	c := &core{st: st, timeout: DefaultTxnTimeout, progress: opts.Progress}
-	o := pebbleOptions(st, fs, real)
-	o.ReadOnly, o.Lock, o.ErrorIfNotExists = true, lock, true
-	err = guarded(ctx, st, c.timeout, "opening the store read-only", false, func() error {
-		d, err := pebble.Open(storeDir, o)
-		c.db = d
-		return err
-	})
 	if err != nil {
-		if errors.Is(err, ErrCorrupt) {
-			rep.Integrity = IntegrityCorrupt
-			return rep, nil
-		}
 		return rep, err
 	}
-	defer func() {
-		_ = guarded(context.Background(), &engineState{log: zap.NewNop(), clock: time.Now}, c.timeout,
-			"closing the store", false, func() error { return c.db.Close() })
-	}()
-	if n, err := storeAllocated(fs, real, storeDir); err == nil {
+	if prev != nil && prev.id != ro.id {
+		return rep, errForeignCursor
+	}
+	if n, err := storeAllocated(ro.fs, ro.real, ro.storeDir); err == nil {
 		rep.AllocatedBytes = n
 	}
-
-	m, err := c.readMeta(ctx)
-	switch {
-	case errors.Is(err, errNoMarker):
-		return rep, newError(ErrIncompatibleFormat, "the store has no archive format marker", nil)
-	case errors.Is(err, ErrCorrupt):
-		rep.Integrity = IntegrityCorrupt
-		return rep, nil
-	case err != nil:
-		return rep, err
-	}
-	rep.Format = fmt.Sprintf("riffarch/%d pebble/%d", m.version, desc.FormatMajorVersion)
+	rep.Format = fmt.Sprintf("riffarch/%d pebble/%d", m.version, ro.engine)
 	rep.DatabaseBinding = m.binding.String()
 	rep.RecordCount, rep.EncodedBytes = m.acct.Records, m.acct.EncodedBytes
 	if m.binding != database {
 		return rep, fmt.Errorf("%w: archive is bound to database %s", ErrBindingChanged, m.binding)
 	}
-	c.binding = m.binding
+	return ro.step(ctx, rep, m, prev, opts)
+}
+
+// step runs one step of the scan after prev (nil: the first step).
+func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *stepState, opts InspectOptions) (InspectReport, error) {
+	cur := stepState{id: ro.id, acct: m.acct, count: opts.CountIncarnations}
+	var after Cursor
+	if prev != nil {
+		cur = *prev
+		cur.incs = slices.Clone(prev.incs)
+		after = newCursor(ro.id, prev.last)
+	}
+	cur.steps++
+	rep.Steps = cur.steps
+	report := func() InspectReport {
+		rep.TotalRecords, rep.TotalBytes = cur.records, cur.bytes
+		if cur.count {
+			rep.Incarnations = slices.Clone(cur.incs)
+		}
+		return rep
+	}
+	if m.acct != cur.acct {
+		rep.Integrity = IntegrityChanged
+		return report(), nil
+	}
 
 	// The floor file is a lower bound of the accounting kept outside the
 	// log (floor.go): an archive below it lost records to a truncated or
 	// replaced log, however consistent it is with itself.
 	var lost *LostRecordsError
-	fid, floor, haveFloor, floorErr := readFloor(fs, storeDir)
+	fid, floor, haveFloor, floorErr := readFloor(ro.fs, ro.storeDir)
 	if floorErr == nil && haveFloor {
 		if fid != m.binding {
 			floorErr = newError(ErrCorrupt, "the archive's floor file names another database", nil)
@@ -201,25 +219,40 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 		return rep, floorErr
 	}
 
-	t, err := c.scan(ctx, maxPages)
+	t, err := ro.scan(ctx, after, opts.MaxPages, func(p Page) error {
+		cur.pages++
+		cur.records += int64(len(p.Records))
+		cur.bytes += p.EncodedBytes
+		if n := len(p.Records); n > 0 {
+			cur.last = p.Records[n-1].Key
+		}
+		if opts.Progress != nil {
+			opts.Progress(int(cur.pages), cur.records, cur.bytes)
+		}
+		if !cur.count {
+			return nil
+		}
+		var err error
+		cur.incs, err = countRecords(cur.incs, p.Records)
+		return err
+	})
 	rep.PagesExamined, rep.ScannedRecords, rep.ScannedBytes = t.pages, t.records, t.bytes
 	if err == nil && t.complete {
-		err = c.checkMetaKeys(ctx)
+		err = ro.checkMetaKeys(ctx)
 		if err == nil {
-			err = guarded(ctx, st, c.timeout, "checking levels", false, func() error {
-				return c.db.CheckLevels(&pebble.CheckLevelsStats{})
+			err = guarded(ctx, ro.st, ro.timeout, "checking levels", false, func() error {
+				return ro.db.CheckLevels(&pebble.CheckLevelsStats{})
 			})
 		}
 	}
 	switch {
 	case errors.Is(err, ErrCorrupt):
 		rep.Integrity = IntegrityCorrupt
-		return rep, nil
 	case err != nil:
 		return rep, err
 	case !t.complete:
-		rep.Integrity = IntegrityIncomplete
-	case t.records != m.acct.Records || t.bytes != m.acct.EncodedBytes:
+		rep.Integrity, rep.NextCursor = IntegrityIncomplete, cur.encode()
+	case cur.records != m.acct.Records || cur.bytes != m.acct.EncodedBytes:
 		rep.Integrity = IntegrityMismatch
 	case floorErr != nil:
 		rep.Integrity = IntegrityCorrupt
@@ -228,5 +261,5 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 	default:
 		rep.Integrity = IntegrityVerified
 	}
-	return rep, nil
+	return report(), nil
 }

@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -39,9 +40,10 @@ func TestInspectVerifiedIsReadOnly(t *testing.T) {
 	want := InspectReport{
 		Format: "riffarch/1 pebble/24", DatabaseBinding: testDatabase.String(),
 		RecordCount: 300, EncodedBytes: 300 * Charge(k, r), ScannedRecords: 300, ScannedBytes: 300 * Charge(k, r),
+		TotalRecords: 300, TotalBytes: 300 * Charge(k, r), Steps: 1,
 		AllocatedBytes: rep.AllocatedBytes, PagesExamined: 2, Integrity: IntegrityVerified,
 	}
-	if rep != want || rep.AllocatedBytes <= 0 {
+	if !reflect.DeepEqual(rep, want) || rep.AllocatedBytes <= 0 {
 		t.Fatalf("report %+v\nwant   %+v", rep, want)
 	}
 	if err := sameFiles(before, snapshotFiles(t, fs, testDir)); err != nil {
@@ -216,7 +218,7 @@ func TestInspectReportsProgressPerPage(t *testing.T) {
 	t.Parallel()
 	fs := inspectSetup(t, 300)
 	var calls []int64
-	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 4, Progress: func(pages int, records int64) {
+	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 4, Progress: func(pages int, records, _ int64) {
 		if pages != len(calls)+1 {
 			t.Errorf("progress page %d after %d calls", pages, len(calls))
 		}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/dirlock"
 	"github.com/riffdb/riffdb/internal/existence"
 	"github.com/riffdb/riffdb/internal/walfill"
 
@@ -111,7 +112,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		if exists, err = Audit(dir); err != nil {
 			return nil, mapError("custody audit", err)
 		}
-		s.fs, s.realFS = newCustodyFS(walfill.New(vfs.Default)), true
+		// dirlock: LOCK is never truncated, and the lock table is the one
+		// read-only opens (OpenReader, Inspect) consult in this process.
+		s.fs, s.realFS = newCustodyFS(walfill.New(dirlock.FS(vfs.Default))), true
 	} else {
 		var err error
 		s.fs = opts.FS
@@ -264,6 +267,16 @@ func (s *Store) checkAnchors(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// instance returns the store instance of the real filesystem
+// (storeInstance), nothing on a test filesystem.
+func (s *Store) instance() ([]byte, error) {
+	if !s.realFS {
+		return nil, nil
+	}
+	b, err := storeInstance(s.storeDir)
+	return b, mapError("identifying the store", err)
+}
+
 // initMeta reads (or, on a store without any key, writes) the format
 // marker, binding and accounting.
 func (s *Store) initMeta(ctx context.Context, database event.DatabaseID, create bool) error {
@@ -301,6 +314,11 @@ func (s *Store) initMeta(ctx context.Context, database event.DatabaseID, create 
 		return fmt.Errorf("%w: archive is bound to database %s", ErrBindingChanged, m.binding)
 	}
 	s.binding = m.binding
+	instance, err := s.instance()
+	if err != nil {
+		return err
+	}
+	s.id = makeArchiveID(m.binding, instance)
 	s.acct = m.acct
 	s.records.Store(m.acct.Records)
 	s.encoded.Store(m.acct.EncodedBytes)

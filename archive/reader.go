@@ -50,6 +50,13 @@ type Reader struct {
 	c     *core
 	store *Store // nil for an inspection
 
+	// ro, for a Reader from OpenReader, is the read-only store it owns:
+	// Close closes it and releases its lock.
+	ro *readOnly
+	// onFetch, when set (tests), is called with the length of every value
+	// fill fetches.
+	onFetch func(n int)
+
 	mu   sync.Mutex
 	snap *pebble.Snapshot
 	err  error
@@ -79,10 +86,14 @@ func (c *core) newReader() *Reader {
 	return r
 }
 
-// Close releases the snapshot. Further ReadPage calls return ErrClosed.
+// Close releases the snapshot and, for a Reader from OpenReader, closes the
+// store and releases its lock. Further ReadPage calls return ErrClosed.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ro != nil {
+		defer func() { r.ro.close(); r.ro = nil }()
+	}
 	if r.store != nil {
 		r.store.readersMu.Lock()
 		delete(r.store.readers, r)
@@ -101,7 +112,12 @@ func (r *Reader) Close() error {
 
 // ReadPage returns the page of records after the cursor (nil: from the
 // start): at most MaxPageRecords records and MaxPageBytes of charges, at
-// least one record when any remains. Page.Next is nil at the end.
+// least one record when any remains. Page.Next is nil at the end. A cursor
+// that another archive issued, or a damaged one, is ErrInvalidCursor.
+//
+// The byte bound limits what is read, not only what is returned: a record
+// whose value would take the page past MaxPageBytes is recognised by its
+// length and its value is not fetched.
 func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -111,7 +127,7 @@ func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
 	if err := context.Cause(ctx); err != nil {
 		return Page{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	k, ok, err := after.key()
+	k, ok, err := after.key(r.c.id)
 	if err != nil {
 		return Page{}, err
 	}
@@ -162,14 +178,21 @@ func (r *Reader) fill(it *pebble.Iterator) (Page, error) {
 		if k.Database != r.c.binding {
 			return Page{}, fmt.Errorf("%w: record %s belongs to database %s", ErrCorrupt, k.Event, k.Database)
 		}
+		lv := it.LazyValue()
+		charge := int64(event.KeyLen + lv.Len())
+		if len(p.Records) > 0 && p.EncodedBytes+charge > MaxPageBytes {
+			more = true
+			break
+		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return Page{}, err
 		}
-		charge := int64(event.KeyLen + len(v))
-		if len(p.Records) > 0 && p.EncodedBytes+charge > MaxPageBytes {
-			more = true
-			break
+		if r.onFetch != nil {
+			r.onFetch(len(v))
+		}
+		if int64(event.KeyLen+len(v)) != charge {
+			return Page{}, fmt.Errorf("%w: record %s: value length differs from the length recorded for it", ErrCorrupt, k.Event)
 		}
 		_, st, err := decodeValue(k, v)
 		if err != nil {
@@ -183,7 +206,7 @@ func (r *Reader) fill(it *pebble.Iterator) (Page, error) {
 		return Page{}, err
 	}
 	if more {
-		p.Next = newCursor(last)
+		p.Next = newCursor(r.c.id, last)
 	}
 	return p, nil
 }

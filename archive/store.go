@@ -25,9 +25,9 @@ type core struct {
 	db      *pebble.DB
 	st      *engineState
 	binding event.DatabaseID
+	// id identifies the archive instance for its cursors (makeArchiveID).
+	id      archiveID
 	timeout time.Duration
-	// progress, when set, is called after every page a scan examines.
-	progress func(pages int, records int64)
 }
 
 // Store is an open archive. It is safe for concurrent use; writes are

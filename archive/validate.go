@@ -105,14 +105,16 @@ type scanTotals struct {
 	records, bytes int64
 	pages          int
 	complete       bool
+	last           Cursor // after the last page read (nil: none read)
 }
 
-// scan reads at most maxPages pages (0: no bound) with a validating Reader.
-func (c *core) scan(ctx context.Context, maxPages int) (scanTotals, error) {
+// scan reads at most maxPages pages (0: no bound) with a validating Reader,
+// starting after the cursor after (nil: from the start), and calls onPage
+// (when set) with every page it reads.
+func (c *core) scan(ctx context.Context, after Cursor, maxPages int, onPage func(Page) error) (scanTotals, error) {
 	r := c.newReader()
 	defer r.Close()
 	var t scanTotals
-	var after Cursor
 	for maxPages <= 0 || t.pages < maxPages {
 		p, err := r.ReadPage(ctx, after)
 		t.pages++
@@ -121,14 +123,16 @@ func (c *core) scan(ctx context.Context, maxPages int) (scanTotals, error) {
 		}
 		t.records += int64(len(p.Records))
 		t.bytes += p.EncodedBytes
-		if c.progress != nil {
-			c.progress(t.pages, t.records)
+		if onPage != nil {
+			if err := onPage(p); err != nil {
+				return t, err
+			}
 		}
 		if p.Next == nil {
 			t.complete = true
 			return t, nil
 		}
-		after = p.Next
+		after, t.last = p.Next, p.Next
 	}
 	return t, nil
 }
@@ -138,7 +142,7 @@ func (s *Store) validate(ctx context.Context) error {
 	if err := s.checkMetaKeys(ctx); err != nil {
 		return err
 	}
-	t, err := s.scan(ctx, 0)
+	t, err := s.scan(ctx, nil, 0, nil)
 	if err != nil {
 		return err
 	}
