@@ -24,6 +24,36 @@
 // offline Inspect and reconciliation campaigns over archives larger than one
 // call's bound.
 //
+// # Offline reading: Inspect and OpenReader
+//
+// Inspect and OpenReader take exclusive custody of a stopped archive and
+// change nothing: no file is created (not even Pebble's LOCK, whose absence
+// is refused), no timestamp moves, and the store is opened read-only. Both
+// work in bounded steps. Inspect returns, while the scan is incomplete, a
+// NextCursor that carries the running totals; the step that completes the
+// scan verifies the totals of every step against the durable accounting
+// (IntegrityChanged when the archive took records in between). Cursors of
+// both are bound to the archive instance and format (archiveID): a cursor
+// of another archive, a copy included, or a damaged one is ErrInvalidCursor.
+//
+// A reconciliation campaign reads the archive in sessions, saving the
+// cursor's text form between them (see ExampleOpenReader):
+//
+//	r, err := archive.OpenReader(ctx, dir, databaseID) // ErrBusy while a server runs
+//	if err != nil { ... }
+//	defer r.Close()
+//	var after archive.Cursor
+//	if err := after.UnmarshalText(saved); err != nil { ... } // "" starts
+//	for pages := 0; pages < bound; pages++ {
+//		page, err := r.ReadPage(ctx, after) // validated records, ≤ MaxPageBytes read
+//		if err != nil { ... }               // ErrCorrupt, ErrInvalidCursor, ...
+//		reconcile(page.Records)
+//		if after = page.Next; after == nil {
+//			break // the campaign is complete
+//		}
+//	}
+//	saved, _ = after.MarshalText() // resume here in the next session
+//
 // # On-disk layout
 //
 // The configured directory (0700, owned by the server's user, see
