@@ -232,3 +232,36 @@ func TestReaderPageDoesNotFetchBeyondItsBudget(t *testing.T) {
 		t.Fatalf("page of %d records fetched %d values, want 4 and 4", len(p.Records), len(fetched))
 	}
 }
+
+func TestInspectStepsEndInMismatchLikeOneScan(t *testing.T) {
+	t.Parallel()
+	fs := steppedSetup(t, 600)
+	k, r := rec(t, testDatabase, 1, 0, "payload")
+	editStore(t, fs, func(db *pebble.DB) {
+		setKey(t, db, keyAccounting, encodeAccounting(accounting{Records: 601, EncodedBytes: 601 * Charge(k, r)}))
+	})
+	one := runSteps(t, fs, MaxInspectPages, false)
+	steps := runSteps(t, fs, 1, false)
+	last := steps[len(steps)-1]
+	if len(one) != 1 || one[0].Integrity != IntegrityMismatch || len(steps) != 3 || last.Integrity != IntegrityMismatch ||
+		last.TotalRecords != one[0].TotalRecords || last.TotalBytes != one[0].TotalBytes {
+		t.Fatalf("one scan %+v; steps %+v", one, steps)
+	}
+}
+
+func TestReaderRefusesCursorsOfOtherVersions(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t, testOptions(t, newMemFS(t, false)))
+	fillStore(t, s, 3, "p")
+	r := s.NewReader()
+	defer r.Close()
+	old := append([]byte{1}, rec0(t).Bytes()...) // version 1: key and checksum, no archive
+	old = append(old, 0, 0, 0, 0)
+	if _, err := r.ReadPage(context.Background(), Cursor(old)); !errors.Is(err, ErrInvalidCursor) || !strings.Contains(err.Error(), "version 1") {
+		t.Fatalf("version 1 cursor: %v", err)
+	}
+	other := newCursor(makeArchiveID(event.DatabaseID{9}, nil), rec0(t))
+	if _, err := r.ReadPage(context.Background(), other); !errors.Is(err, ErrInvalidCursor) || !strings.Contains(err.Error(), "another archive") {
+		t.Fatalf("cursor of another archive: %v", err)
+	}
+}
