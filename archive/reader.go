@@ -45,7 +45,9 @@ type Page struct {
 // it returns has passed the value checksum, the stored-event decode and hash,
 // and the binding check; a record that fails any of them is ErrCorrupt. A
 // Reader is safe for concurrent use but reads one page at a time. Close it
-// before closing the store (Store.Close closes open readers).
+// before closing the store (Store.Close closes open readers). A server gets
+// one from Store.NewReader; an offline reconciliation campaign from
+// OpenReader, which owns its read-only store and lock until Close.
 type Reader struct {
 	c     *core
 	store *Store // nil for an inspection
