@@ -59,7 +59,9 @@ var (
 	// ErrBusy is returned when another process (or another open in this
 	// process) holds the archive.
 	ErrBusy = newSentinel("archive: held by another process")
-	// ErrInvalidCursor is returned when a cursor does not decode.
+	// ErrInvalidCursor is returned when a cursor (a Reader's Cursor or
+	// Inspect's After) is damaged or truncated, has another cursor version,
+	// or was issued by another archive (see archiveID).
 	ErrInvalidCursor = newSentinel("archive: invalid cursor")
 	// ErrInvalidArgument is returned for out-of-range arguments such as a
 	// page bound outside 1..MaxInspectPages or a non-positive quota.

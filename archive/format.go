@@ -252,7 +252,7 @@ func (c Cursor) key(id archiveID) (k event.Key, ok bool, err error) {
 	return k, true, nil
 }
 
-var errForeignCursor = fmt.Errorf("%w: the cursor was issued by another archive (or by this archive's database in another archive)", ErrInvalidCursor)
+var errForeignCursor = fmt.Errorf("%w: the cursor was issued by another archive (another database's, or another copy or instance of this database's archive)", ErrInvalidCursor)
 
 // MarshalText encodes the cursor as unpadded base64url.
 func (c Cursor) MarshalText() ([]byte, error) {

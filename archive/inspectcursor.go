@@ -114,7 +114,7 @@ func decodeStepState(text string) (*stepState, error) {
 	}
 	var sum int64
 	for i := 0; i < n; i++ {
-		ic := IncarnationCount{Incarnation: binary.BigEndian.Uint64(p), Records: u64OffsetInt(p[8:])}
+		ic := IncarnationCount{Incarnation: binary.BigEndian.Uint64(p), Records: int64(binary.BigEndian.Uint64(p[8:]))}
 		p = p[16:]
 		if ic.Records < 1 || (i > 0 && ic.Incarnation <= s.incs[i-1].Incarnation) {
 			return nil, errDamagedStepCursor()
@@ -127,8 +127,6 @@ func decodeStepState(text string) (*stepState, error) {
 	}
 	return s, nil
 }
-
-func u64OffsetInt(b []byte) int64 { return int64(binary.BigEndian.Uint64(b)) }
 
 // countRecords adds the records of a page to the incarnation table. Keys
 // come in ascending order, incarnation first, so the table stays sorted
