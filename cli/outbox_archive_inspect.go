@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,47 +17,70 @@ import (
 	"github.com/riffdb/riffdb/event"
 )
 
-// inspectResult is the JSON result of `riffdb outbox archive inspect`.
-// AllocatedBytes is null when the physical size could not be measured.
+// inspectResult is the JSON result of `riffdb outbox archive inspect`
+// (docs/inspect-result.schema.json). AllocatedBytes is null when the
+// physical size could not be measured. Integrity is absent when there is no
+// verdict (a binding mismatch); Format, DatabaseBinding, RecordCount and
+// EncodedBytes are absent when the archive's metadata could not be read
+// (a corrupt store).
 type inspectResult struct {
-	Format          string `json:"format"`
-	DatabaseBinding string `json:"database_binding"`
-	RecordCount     int64  `json:"record_count"`
-	EncodedBytes    int64  `json:"encoded_bytes"`
+	Format          string `json:"format,omitzero"`
+	DatabaseBinding string `json:"database_binding,omitzero"`
+	RecordCount     *int64 `json:"record_count,omitzero"`
+	EncodedBytes    *int64 `json:"encoded_bytes,omitzero"`
 	AllocatedBytes  *int64 `json:"allocated_bytes"`
 	PagesExamined   int    `json:"pages_examined"`
-	Integrity       string `json:"integrity"`
+	Integrity       string `json:"integrity,omitzero"`
 	// MissingRecords is present with integrity "mismatch" when the archive
 	// holds fewer records than at its last clean shutdown.
-	MissingRecords int64 `json:"missing_records,omitempty"`
+	MissingRecords int64 `json:"missing_records,omitzero"`
 }
 
 func newInspectResult(r archive.InspectReport) inspectResult {
 	res := inspectResult{
 		Format:          r.Format,
 		DatabaseBinding: r.DatabaseBinding,
-		RecordCount:     r.RecordCount,
-		EncodedBytes:    r.EncodedBytes,
 		PagesExamined:   r.PagesExamined,
 		Integrity:       r.Integrity,
 		MissingRecords:  r.MissingRecords,
 	}
+	if r.Format != "" {
+		res.RecordCount, res.EncodedBytes = &r.RecordCount, &r.EncodedBytes
+	}
 	if r.AllocatedBytes >= 0 {
-		n := r.AllocatedBytes
-		res.AllocatedBytes = &n
+		res.AllocatedBytes = &r.AllocatedBytes
 	}
 	return res
 }
 
-// writeText prints the result for people, one field a line.
+// writeText prints the result for people, one field a line; a field absent
+// from the JSON result is absent here too.
 func (r inspectResult) writeText(w io.Writer) error {
-	allocated := "unknown"
-	if r.AllocatedBytes != nil {
-		allocated = fmt.Sprint(*r.AllocatedBytes)
+	var b strings.Builder
+	line := func(label string, v any) { fmt.Fprintf(&b, "%-18s%v\n", label+":", v) }
+	if r.Format != "" {
+		line("format", r.Format)
 	}
-	_, err := fmt.Fprintf(w, "format:           %s\ndatabase binding: %s\nrecord count:     %d\n"+
-		"encoded bytes:    %d\nallocated bytes:  %s\npages examined:   %d\nintegrity:        %s\n",
-		r.Format, r.DatabaseBinding, r.RecordCount, r.EncodedBytes, allocated, r.PagesExamined, r.Integrity)
+	if r.DatabaseBinding != "" {
+		line("database binding", r.DatabaseBinding)
+	}
+	if r.RecordCount != nil {
+		line("record count", *r.RecordCount)
+		line("encoded bytes", *r.EncodedBytes)
+	}
+	if r.AllocatedBytes != nil {
+		line("allocated bytes", *r.AllocatedBytes)
+	} else {
+		line("allocated bytes", "unknown")
+	}
+	line("pages examined", r.PagesExamined)
+	if r.MissingRecords > 0 {
+		line("missing records", r.MissingRecords)
+	}
+	if r.Integrity != "" {
+		line("integrity", r.Integrity)
+	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
@@ -84,11 +108,8 @@ lock, which updates the lock file's modification time. Errors contain no paths
 and no event payloads. This implementation requires Linux.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dir == "" {
-				return Local("usage", "--directory is required")
-			}
-			if !filepath.IsAbs(dir) {
-				return Local("usage", "--directory must be an absolute path")
+			if err := checkDirectoryFlag(dir); err != nil {
+				return err
 			}
 			id, err := event.ParseDatabaseID(idText)
 			if err != nil {
@@ -101,15 +122,13 @@ and no event payloads. This implementation requires Linux.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			var progress func(int, int64)
-			if stderr := cmd.ErrOrStderr(); isTerminal(stderr) {
-				// One line rewritten in place per page; a newline at the end.
-				progress = func(pages int, records int64) {
-					fmt.Fprintf(stderr, "\rinspect: %d records, %d pages", records, pages)
-				}
-				defer fmt.Fprintln(stderr)
+			opts := archive.InspectOptions{MaxPages: maxPages}
+			if stderr := cmd.ErrOrStderr(); outputMode(cmd) == "text" && isTerminal(stderr) {
+				p := newProgressLine(stderr, inspectClock)
+				opts.Progress = func(_ int, records int64) { p.update(records, -1) }
+				defer p.clear() // before the result or the error is printed
 			}
-			rep, err := archive.Inspect(ctx, dir, id, archive.InspectOptions{MaxPages: maxPages, Progress: progress})
+			rep, err := archive.Inspect(ctx, dir, id, opts)
 			if err != nil {
 				return inspectError(err, dir, rep)
 			}
@@ -217,4 +236,107 @@ func errnoSuffix(err error) string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && fdIsTerminal(f.Fd())
+}
+
+// checkDirectoryFlag applies the configuration's rule for paths to
+// --directory: absolute and lexically normalized (filepath.Clean leaves it
+// unchanged: no "." or ".." components, repeated separators or trailing
+// separator), without a NUL byte. It mirrors config's checkPath, which is
+// not exported; a test checks that the two agree. The message never
+// repeats the path.
+func checkDirectoryFlag(p string) error {
+	switch {
+	case p == "":
+		return Local("usage", "--directory is required")
+	case strings.IndexByte(p, 0) >= 0:
+		return Local("usage", "--directory contains a NUL byte")
+	case !filepath.IsAbs(p):
+		return Local("usage", "--directory must be an absolute path")
+	case filepath.Clean(p) != p:
+		return Local("usage", "--directory must be a normalized path: no '.' or '..' components, repeated separators or trailing separator")
+	}
+	return nil
+}
+
+// inspectClock is the progress line's clock; tests replace it.
+var inspectClock = time.Now
+
+// progressInterval is the shortest time between two updates of the
+// progress line (at most 4 a second), and how long an inspection runs
+// before the line first appears.
+const progressInterval = 250 * time.Millisecond
+
+// progressLine is the progress line of a text-mode inspection whose stderr
+// is a terminal: one line rewritten in place, throttled to progressInterval,
+// and erased (clear) before the result is printed. It is not safe for
+// concurrent use; Inspect calls Progress on its own goroutine only.
+type progressLine struct {
+	w     io.Writer
+	now   func() time.Time
+	start time.Time
+	next  time.Time // no update before this
+	shown bool
+	// expected is the number of records the scan will read in all when it
+	// is known (the accounting minus what earlier steps read), else -1.
+	expected int64
+}
+
+func newProgressLine(w io.Writer, now func() time.Time) *progressLine {
+	start := now()
+	return &progressLine{w: w, now: now, start: start, next: start.Add(progressInterval), expected: -1}
+}
+
+// update shows records and bytes (bytes < 0: unknown) read so far, unless
+// the previous update was less than progressInterval ago.
+func (p *progressLine) update(records, bytes int64) {
+	t := p.now()
+	if t.Before(p.next) {
+		return
+	}
+	p.next = t.Add(progressInterval)
+	fmt.Fprintf(p.w, "\r\x1b[K%s", formatProgress(records, bytes, p.expected, t.Sub(p.start)))
+	p.shown = true
+}
+
+// clear erases the line if one is shown.
+func (p *progressLine) clear() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.shown = false
+	}
+}
+
+// formatProgress is the text of the progress line: records and bytes so
+// far, the rate, and the time left when expected (>= 0) is known.
+func formatProgress(records, bytes, expected int64, elapsed time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "inspect: %d records", records)
+	if bytes >= 0 {
+		fmt.Fprintf(&b, ", %s", formatBytes(bytes))
+	}
+	if elapsed <= 0 {
+		return b.String()
+	}
+	rate := float64(records) / elapsed.Seconds()
+	fmt.Fprintf(&b, ", %.0f records/s", rate)
+	if expected >= 0 && rate > 0 {
+		left := time.Duration(float64(max(expected-records, 0)) / rate * float64(time.Second))
+		fmt.Fprintf(&b, ", about %s left", left.Round(time.Second))
+	}
+	return b.String()
+}
+
+// formatBytes prints n in binary units with one decimal.
+func formatBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/1024, "KiB"
+	for _, u := range []string{"MiB", "GiB", "TiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
 }

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -599,20 +600,128 @@ func TestInspectProgressOnlyOnTerminal(t *testing.T) {
 	if !isTerminal(slave) {
 		t.Fatal("a pseudo-terminal is a terminal")
 	}
+}
+
+// TestInspectProgressLineOnTerminal runs a text-mode inspection with stderr
+// on a pseudo-terminal and a clock that makes every page late enough for an
+// update: the line shows the numbers and is erased before the command ends.
+// The same run in JSON mode prints nothing.
+// Not parallel: it replaces inspectClock.
+func TestInspectProgressLineOnTerminal(t *testing.T) {
+	master, slave, err := openPTY()
+	if err != nil {
+		t.Skipf("no pseudo-terminal available: %v", err)
+	}
+	defer master.Close()
+	defer slave.Close()
 	a := newTestArchive(t)
-	a.grow(t, 3, 10)
+	a.grow(t, 300, 10)
+	clock := time.Unix(1e9, 0)
+	inspectClock = func() time.Time { clock = clock.Add(time.Second); return clock }
+	defer func() { inspectClock = time.Now }()
+	// JSON mode prints no progress even when stderr is a terminal.
 	var stdout bytes.Buffer
-	code := Main(append([]string{"--output", "json", "outbox", "archive", "inspect"}, inspectArgs(a.dir, 1)...),
+	code := Main(append([]string{"--output", "json", "outbox", "archive", "inspect"}, inspectArgs(a.dir, 2)...),
 		strings.NewReader(""), &stdout, slave)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stdout.String())
 	}
-	line, err := bufio.NewReader(master).ReadString('\n')
-	if err != nil {
+	if got := readPTYUntilMark(t, master, slave); got != "" {
+		t.Fatalf("JSON mode printed progress on the terminal: %q", got)
+	}
+	stdout.Reset()
+	code = Main(append([]string{"outbox", "archive", "inspect"}, inspectArgs(a.dir, 2)...), strings.NewReader(""), &stdout, slave)
+	if code != ExitOK || !strings.Contains(stdout.String(), "integrity:        verified") {
+		t.Fatalf("exit %d: %s", code, stdout.String())
+	}
+	got := readPTYUntilMark(t, master, slave)
+	if !strings.Contains(got, "\r\x1b[Kinspect: 256 records") || !strings.Contains(got, "inspect: 300 records") {
+		t.Errorf("progress line %q lacks the page updates", got)
+	}
+	if !strings.HasSuffix(got, "\r\x1b[K") {
+		t.Errorf("progress line %q is not erased at the end", got)
+	}
+}
+
+// readPTYUntilMark writes a mark to the terminal's slave side and returns
+// everything the master side read before it.
+func readPTYUntilMark(t *testing.T, master, slave *os.File) string {
+	t.Helper()
+	const mark = "--MARK--"
+	if _, err := slave.WriteString(mark); err != nil {
 		t.Fatal(err)
 	}
-	if strings.TrimSpace(line) != "inspect: 3 records, 1 pages" {
-		t.Fatalf("progress line %q", line)
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.HasSuffix(got, []byte(mark)) {
+		n, err := master.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	return string(got[:len(got)-len(mark)])
+}
+
+// fakeWriter records each Write separately.
+type fakeWriter struct{ writes []string }
+
+func (w *fakeWriter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, string(p))
+	return len(p), nil
+}
+
+func TestInspectProgressThrottle(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1e9, 0)
+	w := &fakeWriter{}
+	p := newProgressLine(w, func() time.Time { return now })
+	p.clear()
+	at := func(d time.Duration, records int64) {
+		now = time.Unix(1e9, 0).Add(d)
+		p.update(records, records*100)
+	}
+	at(0, 1)                     // too early: short inspections stay silent
+	at(progressInterval-1, 2)    // still too early
+	at(progressInterval, 3)      // shown
+	at(progressInterval+100, 4)  // throttled
+	at(2*progressInterval-1, 5)  // throttled
+	at(2*progressInterval, 6)    // shown
+	at(10*progressInterval, 7)   // shown
+	at(10*progressInterval+1, 8) // throttled
+	if len(w.writes) != 3 {
+		t.Fatalf("want 3 updates, got %q", w.writes)
+	}
+	for i, want := range []string{"inspect: 3 records", "inspect: 6 records", "inspect: 7 records"} {
+		if !strings.HasPrefix(w.writes[i], "\r\x1b[K"+want+",") {
+			t.Errorf("update %d is %q, want it to start the line again with %q", i, w.writes[i], want)
+		}
+	}
+	p.clear()
+	p.clear()
+	if len(w.writes) != 4 || w.writes[3] != "\r\x1b[K" {
+		t.Errorf("clear: %q, want one erase of the shown line", w.writes)
+	}
+}
+
+func TestInspectProgressFormat(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		records, bytes, expected int64
+		elapsed                  time.Duration
+		want                     string
+	}{
+		{0, 0, -1, 0, "inspect: 0 records, 0 B"},
+		{1000, 2048, -1, 2 * time.Second, "inspect: 1000 records, 2.0 KiB, 500 records/s"},
+		{1000, 5 << 20, 3000, 2 * time.Second, "inspect: 1000 records, 5.0 MiB, 500 records/s, about 4s left"},
+		{3000, 3 << 30, 3000, 2 * time.Second, "inspect: 3000 records, 3.0 GiB, 1500 records/s, about 0s left"},
+		{10, -1, -1, time.Second, "inspect: 10 records, 10 records/s"},
+		{0, 0, 100, time.Second, "inspect: 0 records, 0 B, 0 records/s"},
+		{65536, 1536 << 20, 1000000, 30 * time.Second, "inspect: 65536 records, 1.5 GiB, 2185 records/s, about 7m8s left"},
+	} {
+		if got := formatProgress(tc.records, tc.bytes, tc.expected, tc.elapsed); got != tc.want {
+			t.Errorf("formatProgress(%d, %d, %d, %v) = %q, want %q", tc.records, tc.bytes, tc.expected, tc.elapsed, got, tc.want)
+		}
 	}
 }
 
@@ -638,4 +747,115 @@ func openPTY() (master, slave *os.File, err error) {
 		return nil, nil, err
 	}
 	return master, slave, nil
+}
+
+// runText runs the CLI in text mode and returns the exit code, stdout and
+// stderr.
+func runText(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := Main(args, strings.NewReader(""), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestFlagErrorsDoNotEchoValues covers every command: a flag value that
+// does not parse is refused without repeating it (it may be a path or a
+// secret), naming the flag instead.
+func TestFlagErrorsDoNotEchoValues(t *testing.T) {
+	t.Parallel()
+	const secret = "/etc/passwd"
+	for _, tc := range []struct {
+		args []string
+		name string // what the message must name
+	}{
+		{[]string{"outbox", "archive", "inspect", "--max-pages", secret}, "--max-pages"},
+		{[]string{"outbox", "archive", "inspect", "--max-pages=" + secret}, "--max-pages"},
+		{[]string{"outbox", "archive", "inspect", "--" + secret}, "unknown flag"},
+		{[]string{"outbox", "archive", "inspect", "-x" + secret}, "unknown flag"},
+		{[]string{"outbox", "archive", "inspect", "---" + secret}, "flag"},
+		{[]string{"--output", secret, "outbox", "archive", "inspect"}, "--output"},
+		{[]string{"loadtest", "-c", secret}, "-c"},
+		{[]string{"loadtest", "--duration", secret}, "--duration"},
+		{[]string{"outbox", "archive", "inspect", "--max-pages"}, "--max-pages"},
+	} {
+		for _, mode := range []string{"text", "json"} {
+			args := tc.args
+			if mode == "json" {
+				args = append([]string{"--output", "json"}, args...)
+			}
+			code, stdout, stderr := runText(args...)
+			if code != ExitLocal {
+				t.Errorf("%v: exit %d, want %d", args, code, ExitLocal)
+			}
+			out := stdout + stderr
+			if strings.Contains(out, "passwd") {
+				t.Errorf("%v: the output echoes the value given: %q", args, out)
+			}
+			if !strings.Contains(out, tc.name) {
+				t.Errorf("%v: the output does not name %s: %q", args, tc.name, out)
+			}
+		}
+	}
+}
+
+// TestInspectDirectoryMustBeNormalized refuses the forms the
+// configuration refuses, without echoing them.
+func TestInspectDirectoryMustBeNormalized(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 1, 10)
+	for _, d := range []string{a.dir + "/", a.dir + "/.", filepath.Dir(a.dir) + "/../" + filepath.Base(filepath.Dir(a.dir)) + "/outbox",
+		"/" + a.dir, strings.Replace(a.dir, "/outbox", "//outbox", 1), "outbox", "./outbox", a.dir + "\x00"} {
+		env := requireRefusal(t, a.dir, ExitLocal, "usage", inspectArgs(d, 1)...)
+		if !strings.Contains(env.Error.Message, "--directory") {
+			t.Errorf("%q: message %q does not name --directory", d, env.Error.Message)
+		}
+	}
+	requireReport(t, a, 1, 1, archive.IntegrityVerified)
+}
+
+// TestInspectDirectoryRuleAgreesWithConfig checks the --directory rule
+// against the configuration's own rule for an outbox directory: one path
+// form is accepted by both or refused by both.
+func TestInspectDirectoryRuleAgreesWithConfig(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{
+		"/srv/ob", "/srv/ob/", "/srv//ob", "//srv/ob", "/srv/./ob", "/srv/../srv/ob", "/srv/ob/..", "/srv/ob/.",
+		"srv/ob", "./srv/ob", "", ".", "/srv/ob\x00x", "/srv/o b", "/srv/ob.d", "/srv/..ob", "/srv/ob...",
+	} {
+		cliErr := checkDirectoryFlag(p)
+		toml := "[server]\ncredential_path = \"/cfgtest/cred\"\n[database]\npath = \"/cfgtest/db\"\ncontract = \"/cfgtest/c.toml\"\n" +
+			"[maintenance.outbox]\nkind = \"durable_local\"\nquota_encoded_bytes = 1\ndirectory = \"" +
+			strings.ReplaceAll(p, "\x00", `\u0000`) + "\"\n"
+		_, cfgErr := config.Parse([]byte(toml), nil, config.Overrides{})
+		cfgRefused := cfgErr != nil && strings.Contains(cfgErr.Error(), "maintenance.outbox.directory")
+		if cfgErr != nil && !cfgRefused {
+			t.Fatalf("%q: the configuration refused something else: %v", p, cfgErr)
+		}
+		if (cliErr != nil) != cfgRefused {
+			t.Errorf("%q: --directory refused=%v (%v), configuration refused=%v (%v)", p, cliErr != nil, cliErr, cfgRefused, cfgErr)
+		}
+	}
+}
+
+// TestInspectTextFailureLayout: in text mode a failing inspection prints
+// the result in the text layout (never JSON) and one error line on stderr.
+func TestInspectTextFailureLayout(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 1, 10)
+	other := inspectDB
+	other[15] ^= 0xff
+	code, stdout, stderr := runText("outbox", "archive", "inspect", "--directory", a.dir, "--database-id", other.String())
+	if code != ExitPublic {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "{") || !strings.Contains(stdout, "database binding: "+inspectDB.String()+"\n") {
+		t.Errorf("stdout is not the text layout:\n%s", stdout)
+	}
+	if strings.Contains(stdout, "integrity:") {
+		t.Errorf("a binding mismatch has no integrity verdict, but stdout shows one:\n%s", stdout)
+	}
+	if !strings.HasPrefix(stderr, "riffdb: ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr is not one error line: %q", stderr)
+	}
 }

@@ -144,7 +144,9 @@ func report(cmd *cobra.Command, mode string, stdout, stderr io.Writer, err error
 		_ = writeJSON(stdout, envelope{Schema: Schema, Command: name, OK: false, Result: e.Result,
 			Error: &envelopeError{Kind: e.Kind, Code: e.Code, Message: e.Message}})
 	} else {
-		if e.Result != nil {
+		if t, ok := e.Result.(textResult); ok {
+			_ = t.writeText(stdout)
+		} else if e.Result != nil {
 			if b, err := json.MarshalIndent(e.Result, "", "  "); err == nil {
 				fmt.Fprintf(stdout, "%s\n", b)
 			}
@@ -152,4 +154,11 @@ func report(cmd *cobra.Command, mode string, stdout, stderr io.Writer, err error
 		fmt.Fprintf(stderr, "riffdb: %s\n", e.Message)
 	}
 	return e.Kind.ExitCode()
+}
+
+// textResult is a result with its own text layout. A failure whose Result
+// has one prints it in text mode as a success would; any other Result is
+// printed as indented JSON.
+type textResult interface {
+	writeText(w io.Writer) error
 }

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"io"
 	"os"
+	"regexp"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Main runs the riffdb command line with args (without the program name) and
@@ -40,12 +43,12 @@ func NewRootCommand() *cobra.Command {
 			case "text", "json":
 				return nil
 			default:
-				return Local("usage", "--output must be text or json, not %q", m)
+				return Local("usage", "--output must be text or json")
 			}
 		},
 	}
 	root.PersistentFlags().String("output", "text", "output format: text or json")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return Local("usage", "%v", err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
 
 	root.AddCommand(
 		group("server", "Run and query a riffdb server",
@@ -90,3 +93,57 @@ func outputMode(cmd *cobra.Command) string {
 
 // getenv is the environment lookup used by commands; tests may replace it.
 var getenv = os.Getenv
+
+// flagError turns a flag-parsing error into a usage error that names the
+// flag but never repeats the value given: pflag's own messages quote it,
+// and a value may be a path or a secret. An unknown flag is named only when
+// its name looks like one.
+func flagError(err error) error {
+	var (
+		invalid  *pflag.InvalidValueError
+		required *pflag.ValueRequiredError
+		notExist *pflag.NotExistError
+		syntax   *pflag.InvalidSyntaxError
+	)
+	switch {
+	case errors.As(err, &invalid):
+		f := invalid.GetFlag()
+		name := "--" + f.Name
+		if f.Shorthand != "" {
+			name = "-" + f.Shorthand + ", " + name
+		}
+		return Local("usage", "%s must be %s; see --help", name, flagValueKind(f.Value.Type()))
+	case errors.As(err, &required):
+		return Local("usage", "--%s needs a value", required.GetFlag().Name)
+	case errors.As(err, &notExist):
+		if name := notExist.GetSpecifiedName(); plainFlagName.MatchString(name) {
+			if notExist.GetSpecifiedShortnames() != "" {
+				return Local("usage", "unknown flag -%s; see --help", name[:1])
+			}
+			return Local("usage", "unknown flag --%s; see --help", name)
+		}
+		return Local("usage", "unknown flag; see --help")
+	case errors.As(err, &syntax):
+		return Local("usage", "bad flag syntax; see --help")
+	}
+	return Local("usage", "the flags could not be parsed; see --help")
+}
+
+// plainFlagName matches what a flag name could be, so that repeating it
+// cannot leak a value typed in its place.
+var plainFlagName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+
+// flagValueKind describes what a flag of pflag type typ accepts.
+func flagValueKind(typ string) string {
+	switch typ {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "count":
+		return "an integer"
+	case "float32", "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "duration":
+		return "a duration such as 30s or 5m"
+	}
+	return "a valid " + typ
+}
