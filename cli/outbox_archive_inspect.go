@@ -17,31 +17,49 @@ import (
 	"github.com/riffdb/riffdb/event"
 )
 
-// inspectResult is the JSON result of `riffdb outbox archive inspect`
-// (docs/inspect-result.schema.json). AllocatedBytes is null when the
-// physical size could not be measured. Integrity is absent when there is no
-// verdict (a binding mismatch); Format, DatabaseBinding, RecordCount and
-// EncodedBytes are absent when the archive's metadata could not be read
-// (a corrupt store).
+// inspectResult is the JSON result of `riffdb outbox archive inspect`,
+// documented by docs/inspect-result.schema.json. AllocatedBytes is null
+// when the physical size could not be measured. A field that has no value
+// is absent, never empty: Integrity without a verdict (a binding mismatch);
+// Format, DatabaseBinding, RecordCount and EncodedBytes when the archive's
+// metadata could not be read (a corrupt store); Steps and the totals when
+// no step ran; NextCursor unless the verdict is "incomplete"; Incarnations
+// unless the scan counts them.
 type inspectResult struct {
-	Format          string `json:"format,omitzero"`
-	DatabaseBinding string `json:"database_binding,omitzero"`
-	RecordCount     *int64 `json:"record_count,omitzero"`
-	EncodedBytes    *int64 `json:"encoded_bytes,omitzero"`
-	AllocatedBytes  *int64 `json:"allocated_bytes"`
-	PagesExamined   int    `json:"pages_examined"`
-	Integrity       string `json:"integrity,omitzero"`
+	Format          string             `json:"format,omitzero"`
+	DatabaseBinding string             `json:"database_binding,omitzero"`
+	RecordCount     *int64             `json:"record_count,omitzero"`
+	EncodedBytes    *int64             `json:"encoded_bytes,omitzero"`
+	AllocatedBytes  *int64             `json:"allocated_bytes"`
+	PagesExamined   int                `json:"pages_examined"`
+	Steps           int                `json:"steps,omitzero"`
+	TotalRecords    *int64             `json:"total_records,omitzero"`
+	TotalBytes      *int64             `json:"total_bytes,omitzero"`
+	Incarnations    []incarnationCount `json:"incarnations,omitzero"`
+	Integrity       string             `json:"integrity,omitzero"`
+	NextCursor      string             `json:"next_cursor,omitzero"`
 	// MissingRecords is present with integrity "mismatch" when the archive
 	// holds fewer records than at its last clean shutdown.
 	MissingRecords int64 `json:"missing_records,omitzero"`
+	// resume is the command that runs the next step (text mode only).
+	resume string
 }
 
-func newInspectResult(r archive.InspectReport) inspectResult {
+type incarnationCount struct {
+	Incarnation uint64 `json:"incarnation"`
+	Records     int64  `json:"records"`
+}
+
+// newInspectResult converts a report; counting says whether
+// --count-incarnations was given (a scan that counts reports the table even
+// when it is empty).
+func newInspectResult(r archive.InspectReport, counting bool) inspectResult {
 	res := inspectResult{
 		Format:          r.Format,
 		DatabaseBinding: r.DatabaseBinding,
 		PagesExamined:   r.PagesExamined,
 		Integrity:       r.Integrity,
+		NextCursor:      r.NextCursor,
 		MissingRecords:  r.MissingRecords,
 	}
 	if r.Format != "" {
@@ -50,11 +68,21 @@ func newInspectResult(r archive.InspectReport) inspectResult {
 	if r.AllocatedBytes >= 0 {
 		res.AllocatedBytes = &r.AllocatedBytes
 	}
+	if r.Steps > 0 {
+		res.Steps, res.TotalRecords, res.TotalBytes = r.Steps, &r.TotalRecords, &r.TotalBytes
+		if r.Incarnations != nil || counting {
+			res.Incarnations = make([]incarnationCount, 0, len(r.Incarnations))
+			for _, c := range r.Incarnations {
+				res.Incarnations = append(res.Incarnations, incarnationCount{Incarnation: c.Incarnation, Records: c.Records})
+			}
+		}
+	}
 	return res
 }
 
 // writeText prints the result for people, one field a line; a field absent
-// from the JSON result is absent here too.
+// from the JSON result is absent here too. An incomplete scan ends with the
+// command that runs its next step.
 func (r inspectResult) writeText(w io.Writer) error {
 	var b strings.Builder
 	line := func(label string, v any) { fmt.Fprintf(&b, "%-18s%v\n", label+":", v) }
@@ -74,11 +102,28 @@ func (r inspectResult) writeText(w io.Writer) error {
 		line("allocated bytes", "unknown")
 	}
 	line("pages examined", r.PagesExamined)
+	if r.Steps > 0 {
+		line("steps", r.Steps)
+		line("total records", *r.TotalRecords)
+		line("total bytes", *r.TotalBytes)
+	}
+	if r.Incarnations != nil {
+		line("incarnations", len(r.Incarnations))
+		for _, c := range r.Incarnations {
+			line(fmt.Sprintf("  incarnation %d", c.Incarnation), fmt.Sprintf("%d records", c.Records))
+		}
+	}
 	if r.MissingRecords > 0 {
 		line("missing records", r.MissingRecords)
 	}
 	if r.Integrity != "" {
 		line("integrity", r.Integrity)
+	}
+	if r.NextCursor != "" {
+		line("next cursor", r.NextCursor)
+		if r.resume != "" {
+			fmt.Fprintf(&b, "to continue, run:\n  %s\n", r.resume)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -86,26 +131,37 @@ func (r inspectResult) writeText(w io.Writer) error {
 
 func newOutboxArchiveInspectCommand() *cobra.Command {
 	var (
-		dir      string
-		idText   string
-		maxPages int
+		dir, idText, after string
+		maxPages           int
+		count              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect",
-		Short: "Verify a durable local outbox archive offline, in bounded pages",
+		Short: "Verify a durable local outbox archive offline, in bounded, resumable steps",
 		Long: `Verify the archive in --directory offline. Stop the owning server first:
 inspection needs exclusive custody of the archive and refuses while another
 process holds it. It reports the format, the database binding, the durable
 record count and encoded bytes, the physical allocated bytes, the pages
-examined and the integrity verdict. Each page examines at most 256 records and
-4 MiB; --max-pages (1 through 256, default 1) bounds the scan. Integrity is
-"verified" only after the complete scan matched the durable accounting,
-"incomplete" when the bound ended first (increase --max-pages), "mismatch" or
-"corrupt" otherwise (non-zero exit). Counts alone are not integrity evidence.
+examined and the integrity verdict.
 
-Inspection never creates or changes archive content; it only takes the store's
-lock, which updates the lock file's modification time. Errors contain no paths
-and no event payloads. This implementation requires Linux.`,
+One run is one step of a scan: at most --max-pages pages (1 through 256,
+default 1) of at most 256 records and 4 MiB each. When the bound ends first,
+the verdict is "incomplete" and the result carries next_cursor; run the same
+command with --after <next_cursor> for the next step, until the verdict is
+final. Every step reports the totals of all steps so far (steps,
+total_records, total_bytes). Integrity is "verified" only at the end of the
+scan, when the totals of every step match the durable accounting; "mismatch"
+or "corrupt" otherwise (the step that reaches a damaged record says so), and
+"changed" when records were archived between two steps (start again without
+--after). These three exit non-zero. Counts alone are not integrity evidence.
+--count-incarnations also counts the records of each history incarnation
+(give it at the first step; later steps keep counting).
+
+A cursor resumes only the scan of the archive that issued it, and is refused
+(invalid_cursor) for any other archive or when damaged. Inspection creates and
+changes nothing, not even the lock file's timestamps. On a terminal, text mode
+shows a progress line on stderr. Errors contain no paths and no event
+payloads. This implementation requires Linux.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkDirectoryFlag(dir); err != nil {
@@ -118,42 +174,72 @@ and no event payloads. This implementation requires Linux.`,
 			if maxPages < 1 || maxPages > archive.MaxInspectPages {
 				return Local("usage", "--max-pages must be 1 through %d", archive.MaxInspectPages)
 			}
+			if cmd.Flags().Changed("after") && after == "" {
+				return Local("invalid_cursor", "--after needs the next_cursor of the previous step")
+			}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			opts := archive.InspectOptions{MaxPages: maxPages}
+			opts := archive.InspectOptions{MaxPages: maxPages, After: after, CountIncarnations: count}
 			if stderr := cmd.ErrOrStderr(); outputMode(cmd) == "text" && isTerminal(stderr) {
-				p := newProgressLine(stderr, inspectClock)
-				opts.Progress = func(_ int, records int64) { p.update(records, -1) }
+				p := newProgressLine(stderr, inspectClock, maxPages)
+				opts.Progress = p.update
 				defer p.clear() // before the result or the error is printed
 			}
 			rep, err := archive.Inspect(ctx, dir, id, opts)
 			if err != nil {
-				return inspectError(err, dir, rep)
+				return inspectError(err, dir, rep, opts)
 			}
-			res := newInspectResult(rep)
+			res := newInspectResult(rep, count)
 			switch rep.Integrity {
-			case archive.IntegrityMismatch, archive.IntegrityCorrupt:
+			case archive.IntegrityMismatch, archive.IntegrityCorrupt, archive.IntegrityChanged:
 				msg := integrityMessage(rep.Integrity)
 				if rep.MissingRecords > 0 {
 					msg = fmt.Sprintf("the archive holds %d records fewer than at its last clean shutdown: records were lost "+
 						"(a truncated or replaced log); stop delivery and investigate", rep.MissingRecords)
 				}
 				return &Error{Kind: KindPublic, Code: "archive_integrity_" + rep.Integrity, Result: res, Message: msg}
+			case archive.IntegrityIncomplete:
+				res.resume = resumeCommand(dir, id, maxPages, count, rep.NextCursor)
 			}
 			return Emit(cmd, res, res.writeText)
 		},
 	}
-	cmd.Flags().StringVar(&dir, "directory", "", "the configured outbox directory (absolute; required)")
-	cmd.Flags().StringVar(&idText, "database-id", "", "the expected database identity, 32 hexadecimal characters (required)")
-	cmd.Flags().IntVar(&maxPages, "max-pages", 1, fmt.Sprintf("the page bound, 1 through %d", archive.MaxInspectPages))
+	f := cmd.Flags()
+	f.StringVar(&dir, "directory", "", "the configured outbox directory (absolute and normalized; required)")
+	f.StringVar(&idText, "database-id", "", "the expected database identity, 32 hexadecimal characters (required)")
+	f.IntVar(&maxPages, "max-pages", 1, fmt.Sprintf("the page bound of this step, 1 through %d", archive.MaxInspectPages))
+	f.StringVar(&after, "after", "", "resume the scan after the previous step: its next_cursor")
+	f.BoolVar(&count, "count-incarnations", false, "also count the records of each history incarnation (from the first step)")
 	return cmd
 }
 
+// resumeCommand is the command line that runs the step after this one.
+func resumeCommand(dir string, id event.DatabaseID, maxPages int, count bool, cursor string) string {
+	s := fmt.Sprintf("riffdb outbox archive inspect --directory %s --database-id %s --max-pages %d",
+		shellQuote(dir), id, maxPages)
+	if count {
+		s += " --count-incarnations"
+	}
+	return s + " --after " + shellQuote(cursor)
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs no quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 func integrityMessage(integrity string) string {
-	if integrity == archive.IntegrityMismatch {
+	switch integrity {
+	case archive.IntegrityMismatch:
 		return "the archive's records disagree with its durable accounting; stop delivery and investigate"
+	case archive.IntegrityChanged:
+		return "the archive changed between the steps of this scan (records were archived in between), so the steps " +
+			"cannot verify it; stop the server and start the scan again without --after"
 	}
 	return "the archive holds corrupt content; stop delivery and investigate"
 }
@@ -162,16 +248,20 @@ func integrityMessage(integrity string) string {
 // (custody reasons are taken from the archive package, which writes them
 // without paths); a message that would still mention dir is replaced by a
 // generic one.
-func inspectError(err error, dir string, rep archive.InspectReport) *Error {
-	e := classifyInspectError(err, rep)
+func inspectError(err error, dir string, rep archive.InspectReport, opts archive.InspectOptions) *Error {
+	e := classifyInspectError(err, rep, opts)
 	if dir != "" && strings.Contains(e.Message, dir) {
 		e.Message = "archive inspection failed"
 	}
 	return e
 }
 
-func classifyInspectError(err error, rep archive.InspectReport) *Error {
+func classifyInspectError(err error, rep archive.InspectReport, opts archive.InspectOptions) *Error {
 	switch {
+	case errors.Is(err, archive.ErrInvalidCursor):
+		// The cursor is not repeated: it is the caller's input.
+		return Local("invalid_cursor", "--after is not a cursor of this archive's scan: a cursor resumes only the scan "+
+			"of the archive that issued it, and must be passed unchanged; start the scan again without --after")
 	case errors.Is(err, archive.ErrUnsupportedPlatform):
 		return Local("unsupported_platform", "this implementation requires Linux; archive inspection is refused on this platform")
 	case errors.Is(err, archive.ErrNotFound):
@@ -179,7 +269,7 @@ func classifyInspectError(err error, rep archive.InspectReport) *Error {
 	case errors.Is(err, archive.ErrBusy):
 		return Local("archive_busy", "the archive is held by another process; stop the owning server before inspection")
 	case errors.Is(err, archive.ErrCustody):
-		return Local("archive_custody", "%s", custodyReason(err))
+		return Local("archive_custody", "%s", reasonFrom(err, archive.ErrCustody))
 	case errors.Is(err, archive.ErrBindingChanged):
 		if rep.DatabaseBinding == "" {
 			return Public("archive_binding_mismatch",
@@ -187,7 +277,7 @@ func classifyInspectError(err error, rep archive.InspectReport) *Error {
 		}
 		e := Public("archive_binding_mismatch",
 			"the archive is bound to database %s, not to --database-id; it requires operator investigation", rep.DatabaseBinding)
-		e.Result = newInspectResult(rep)
+		e.Result = newInspectResult(rep, false)
 		return e
 	case errors.Is(err, archive.ErrIncompatibleFormat):
 		return Public("archive_incompatible_format", "the archive's format is not supported by this riffdb; it requires operator investigation")
@@ -197,12 +287,17 @@ func classifyInspectError(err error, rep archive.InspectReport) *Error {
 		e := Public("archive_integrity_corrupt", "%s", integrityMessage(archive.IntegrityCorrupt))
 		if rep.Format != "" {
 			rep.Integrity = archive.IntegrityCorrupt
-			e.Result = newInspectResult(rep)
+			e.Result = newInspectResult(rep, opts.CountIncarnations)
 		}
 		return e
-	case errors.Is(err, archive.ErrRefused), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM),
-		errors.Is(err, syscall.EROFS):
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
 		return Local("archive_refused", "access to the archive was refused%s; run inspection as the archive's owner", errnoSuffix(err))
+	case errors.Is(err, archive.ErrRefused):
+		// The archive package's own reason (a missing lock file, which a
+		// read-only inspection never creates), without any prefix.
+		return Local("archive_refused", "%s", strings.TrimPrefix(reasonFrom(err, archive.ErrRefused), "archive: "))
+	case errors.Is(err, archive.ErrInvalidArgument) && opts.After != "" && opts.CountIncarnations:
+		return Local("usage", "--count-incarnations must be given at the first step of a scan; start the scan again without --after to count")
 	case errors.Is(err, archive.ErrInvalidArgument):
 		return Local("usage", "--max-pages must be 1 through %d", archive.MaxInspectPages)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -212,15 +307,15 @@ func classifyInspectError(err error, rep archive.InspectReport) *Error {
 	}
 }
 
-// custodyReason returns the custody violation's own text, which starts at
-// the ErrCustody message: whatever a storage-engine wrapper put before it
-// (which may name files) is dropped.
-func custodyReason(err error) string {
+// reasonFrom returns err's text from sentinel's message on (the archive
+// package writes its reasons without paths): whatever a storage-engine
+// wrapper put before it (which may name files) is dropped.
+func reasonFrom(err, sentinel error) string {
 	msg := err.Error()
-	if i := strings.Index(msg, archive.ErrCustody.Error()); i >= 0 {
+	if i := strings.Index(msg, sentinel.Error()); i >= 0 {
 		return msg[i:]
 	}
-	return archive.ErrCustody.Error()
+	return sentinel.Error()
 }
 
 // errnoSuffix names the operating-system error under err, if any.
@@ -270,31 +365,45 @@ const progressInterval = 250 * time.Millisecond
 // is a terminal: one line rewritten in place, throttled to progressInterval,
 // and erased (clear) before the result is printed. It is not safe for
 // concurrent use; Inspect calls Progress on its own goroutine only.
+//
+// Inspect reports cumulative numbers (every step so far), so the line
+// measures this step from its first page: the rate, and the time left until
+// the step's page bound, an upper bound since the scan may end earlier.
 type progressLine struct {
-	w     io.Writer
-	now   func() time.Time
-	start time.Time
-	next  time.Time // no update before this
-	shown bool
-	// expected is the number of records the scan will read in all when it
-	// is known (the accounting minus what earlier steps read), else -1.
-	expected int64
+	w        io.Writer
+	now      func() time.Time
+	maxPages int
+	next     time.Time // no update before this
+	shown    bool
+	based    bool      // base* are set
+	basePage int       // the cumulative page count at this step's first page
+	baseRecs int64     // and the records then
+	baseTime time.Time // and when
 }
 
-func newProgressLine(w io.Writer, now func() time.Time) *progressLine {
-	start := now()
-	return &progressLine{w: w, now: now, start: start, next: start.Add(progressInterval), expected: -1}
+func newProgressLine(w io.Writer, now func() time.Time, maxPages int) *progressLine {
+	return &progressLine{w: w, now: now, maxPages: maxPages, next: now().Add(progressInterval)}
 }
 
-// update shows records and bytes (bytes < 0: unknown) read so far, unless
-// the previous update was less than progressInterval ago.
-func (p *progressLine) update(records, bytes int64) {
+// update shows the records and bytes read so far, unless the previous
+// update was less than progressInterval ago (or the step began less than
+// that ago).
+func (p *progressLine) update(pages int, records, bytes int64) {
 	t := p.now()
+	if !p.based {
+		p.based, p.basePage, p.baseRecs, p.baseTime = true, pages, records, t
+	}
 	if t.Before(p.next) {
 		return
 	}
 	p.next = t.Add(progressInterval)
-	fmt.Fprintf(p.w, "\r\x1b[K%s", formatProgress(records, bytes, p.expected, t.Sub(p.start)))
+	rate, left := -1.0, time.Duration(-1)
+	if d := t.Sub(p.baseTime); d > 0 && pages > p.basePage {
+		rate = float64(records-p.baseRecs) / d.Seconds()
+		perPage := d / time.Duration(pages-p.basePage)
+		left = perPage * time.Duration(max(p.maxPages-(pages-p.basePage+1), 0))
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K%s", formatProgress(records, bytes, rate, left))
 	p.shown = true
 }
 
@@ -307,23 +416,17 @@ func (p *progressLine) clear() {
 }
 
 // formatProgress is the text of the progress line: records and bytes so
-// far, the rate, and the time left when expected (>= 0) is known.
-func formatProgress(records, bytes, expected int64, elapsed time.Duration) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "inspect: %d records", records)
-	if bytes >= 0 {
-		fmt.Fprintf(&b, ", %s", formatBytes(bytes))
+// far, the rate (records a second; < 0: not measured yet) and the time left
+// at most in this step (< 0: not measured yet).
+func formatProgress(records, bytes int64, rate float64, left time.Duration) string {
+	s := fmt.Sprintf("inspect: %d records, %s", records, formatBytes(bytes))
+	if rate >= 0 {
+		s += fmt.Sprintf(", %.0f records/s", rate)
 	}
-	if elapsed <= 0 {
-		return b.String()
+	if left >= 0 {
+		s += fmt.Sprintf(", this step ends within %s", left.Round(time.Second))
 	}
-	rate := float64(records) / elapsed.Seconds()
-	fmt.Fprintf(&b, ", %.0f records/s", rate)
-	if expected >= 0 && rate > 0 {
-		left := time.Duration(float64(max(expected-records, 0)) / rate * float64(time.Second))
-		fmt.Fprintf(&b, ", about %s left", left.Round(time.Second))
-	}
-	return b.String()
+	return s
 }
 
 // formatBytes prints n in binary units with one decimal.

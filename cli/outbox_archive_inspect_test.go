@@ -20,11 +20,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/archive"
@@ -49,6 +51,14 @@ type inspectEnvelope struct {
 		AllocatedBytes  *int64 `json:"allocated_bytes"`
 		PagesExamined   *int   `json:"pages_examined"`
 		Integrity       string `json:"integrity"`
+		Steps           int    `json:"steps"`
+		TotalRecords    *int64 `json:"total_records"`
+		TotalBytes      *int64 `json:"total_bytes"`
+		NextCursor      string `json:"next_cursor"`
+		Incarnations    []struct {
+			Incarnation uint64 `json:"incarnation"`
+			Records     int64  `json:"records"`
+		} `json:"incarnations"`
 	} `json:"result"`
 	Error *struct {
 		Kind    string `json:"kind"`
@@ -190,6 +200,7 @@ func runInspect(t *testing.T, dir string, args ...string) (int, inspectEnvelope,
 	if err := json.Unmarshal(stdout.Bytes(), &env); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
 	}
+	requireSchemaValid(t, stdout.Bytes())
 	if strings.Count(stdout.String(), "\n") != 1 || env.Schema != Schema || env.Command != "outbox.archive.inspect" {
 		t.Errorf("bad envelope: %q", stdout.String())
 	}
@@ -293,6 +304,7 @@ func TestInspectCorruptSSTable(t *testing.T) {
 	if env.Result == nil || env.Result.Integrity != archive.IntegrityCorrupt {
 		t.Fatalf("corrupt archive: the verdict is not reported: %s", raw)
 	}
+	inspectJSONGolden(t, "corrupt", raw)
 }
 
 // accountingKey is the archive's metadata key of the durable accounting (an
@@ -360,6 +372,7 @@ func TestInspectAccountingMismatch(t *testing.T) {
 	if env.Result == nil || env.Result.Integrity != archive.IntegrityMismatch || *env.Result.RecordCount != 3 {
 		t.Fatalf("edited accounting: want mismatch with the accounting's 3 records: %s", raw)
 	}
+	inspectJSONGolden(t, "mismatch", raw)
 }
 
 func requireRefusal(t *testing.T, dir string, wantCode int, wantErr string, args ...string) inspectEnvelope {
@@ -382,6 +395,8 @@ func TestInspectRefusesWrongDatabase(t *testing.T) {
 	if env.Result == nil || env.Result.DatabaseBinding != inspectDB.String() {
 		t.Errorf("the actual binding is not reported")
 	}
+	_, _, raw := runInspect(t, a.dir, "--directory", a.dir, "--database-id", other.String())
+	inspectJSONGolden(t, "binding_mismatch", raw)
 }
 
 func TestInspectRefusesHeldArchive(t *testing.T) {
@@ -397,6 +412,8 @@ func TestInspectRefusesHeldArchive(t *testing.T) {
 	if !strings.Contains(env.Error.Message, "stop the owning server") {
 		t.Errorf("message does not tell the operator what to do: %q", env.Error.Message)
 	}
+	_, _, raw := runInspect(t, a.dir, inspectArgs(a.dir, 1)...)
+	inspectJSONGolden(t, "busy", raw)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -470,6 +487,8 @@ func TestInspectRefusesMissingArchive(t *testing.T) {
 	base := t.TempDir()
 	absent := filepath.Join(base, "absent")
 	requireRefusal(t, absent, ExitLocal, "archive_not_found", inspectArgs(absent, 1)...)
+	_, _, raw := runInspect(t, absent, inspectArgs(absent, 1)...)
+	inspectJSONGolden(t, "not_found", raw)
 	if _, err := os.Lstat(absent); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("inspect created the directory: %v", err)
 	}
@@ -518,6 +537,8 @@ func TestInspectUsageErrors(t *testing.T) {
 			t.Errorf("%v: message %q does not name %s", tc.args, env.Error.Message, tc.flag)
 		}
 	}
+	_, _, raw := runInspect(t, a.dir, "--directory", a.dir, "--database-id", inspectDB.String(), "--max-pages", "/etc/passwd")
+	inspectJSONGolden(t, "usage", raw)
 	if names, _ := os.ReadDir(a.dir); len(names) != 0 {
 		t.Fatalf("a refused inspect created %v", names)
 	}
@@ -542,7 +563,7 @@ func TestInspectErrorClassification(t *testing.T) {
 		{fmt.Errorf("pebble: file /secret/dir/000008.sst: %w", fmt.Errorf("%w: a store file has 2 hard links", archive.ErrCustody)),
 			"archive_custody", ExitLocal},
 	} {
-		e := inspectError(tc.err, "/secret/dir", archive.InspectReport{})
+		e := inspectError(tc.err, "/secret/dir", archive.InspectReport{}, archive.InspectOptions{})
 		if e.Code != tc.code || e.Kind.ExitCode() != tc.exit {
 			t.Errorf("%v: got %s (exit %d), want %s (exit %d)", tc.err, e.Code, e.Kind.ExitCode(), tc.code, tc.exit)
 		}
@@ -550,7 +571,7 @@ func TestInspectErrorClassification(t *testing.T) {
 			t.Errorf("%v: message %q reveals a path", tc.err, e.Message)
 		}
 	}
-	if e := inspectError(errors.New("mentions /secret/dir"), "/secret/dir", archive.InspectReport{}); strings.Contains(e.Message, "secret") {
+	if e := inspectError(errors.New("mentions /secret/dir"), "/secret/dir", archive.InspectReport{}, archive.InspectOptions{}); strings.Contains(e.Message, "secret") {
 		t.Errorf("a message naming the directory was not replaced: %q", e.Message)
 	}
 }
@@ -673,28 +694,38 @@ func (w *fakeWriter) Write(p []byte) (int, error) {
 
 func TestInspectProgressThrottle(t *testing.T) {
 	t.Parallel()
-	now := time.Unix(1e9, 0)
+	base := time.Unix(1e9, 0)
+	now := base
 	w := &fakeWriter{}
-	p := newProgressLine(w, func() time.Time { return now })
+	p := newProgressLine(w, func() time.Time { return now }, 10)
 	p.clear()
-	at := func(d time.Duration, records int64) {
-		now = time.Unix(1e9, 0).Add(d)
-		p.update(records, records*100)
+	page := 5 // a later step: the pages and records are cumulative
+	at := func(d time.Duration) {
+		now = base.Add(d)
+		page++
+		p.update(page, int64(page)*100, int64(page)*1000)
 	}
-	at(0, 1)                     // too early: short inspections stay silent
-	at(progressInterval-1, 2)    // still too early
-	at(progressInterval, 3)      // shown
-	at(progressInterval+100, 4)  // throttled
-	at(2*progressInterval-1, 5)  // throttled
-	at(2*progressInterval, 6)    // shown
-	at(10*progressInterval, 7)   // shown
-	at(10*progressInterval+1, 8) // throttled
+	at(0)                       // too early: short inspections stay silent
+	at(progressInterval - 1)    // still too early
+	at(progressInterval)        // shown
+	at(progressInterval + 100)  // throttled
+	at(2*progressInterval - 1)  // throttled
+	at(2 * progressInterval)    // shown
+	at(10 * progressInterval)   // shown
+	at(10*progressInterval + 1) // throttled
 	if len(w.writes) != 3 {
 		t.Fatalf("want 3 updates, got %q", w.writes)
 	}
-	for i, want := range []string{"inspect: 3 records", "inspect: 6 records", "inspect: 7 records"} {
-		if !strings.HasPrefix(w.writes[i], "\r\x1b[K"+want+",") {
-			t.Errorf("update %d is %q, want it to start the line again with %q", i, w.writes[i], want)
+	for i, want := range []string{
+		// 2 pages (200 records) in 250ms since the step's first page; 10-3 pages left.
+		"inspect: 800 records, 7.8 KiB, 800 records/s, this step ends within 1s",
+		// 5 pages in 500ms; 10-6 pages left.
+		"inspect: 1100 records, 10.7 KiB, 1000 records/s, this step ends within 0s",
+		// 6 pages in 2.5s; 10-7 pages left.
+		"inspect: 1200 records, 11.7 KiB, 240 records/s, this step ends within 1s",
+	} {
+		if w.writes[i] != "\r\x1b[K"+want {
+			t.Errorf("update %d is %q, want the line started again with %q", i, w.writes[i], want)
 		}
 	}
 	p.clear()
@@ -707,20 +738,20 @@ func TestInspectProgressThrottle(t *testing.T) {
 func TestInspectProgressFormat(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		records, bytes, expected int64
-		elapsed                  time.Duration
-		want                     string
+		records, bytes int64
+		rate           float64
+		left           time.Duration
+		want           string
 	}{
-		{0, 0, -1, 0, "inspect: 0 records, 0 B"},
-		{1000, 2048, -1, 2 * time.Second, "inspect: 1000 records, 2.0 KiB, 500 records/s"},
-		{1000, 5 << 20, 3000, 2 * time.Second, "inspect: 1000 records, 5.0 MiB, 500 records/s, about 4s left"},
-		{3000, 3 << 30, 3000, 2 * time.Second, "inspect: 3000 records, 3.0 GiB, 1500 records/s, about 0s left"},
-		{10, -1, -1, time.Second, "inspect: 10 records, 10 records/s"},
-		{0, 0, 100, time.Second, "inspect: 0 records, 0 B, 0 records/s"},
-		{65536, 1536 << 20, 1000000, 30 * time.Second, "inspect: 65536 records, 1.5 GiB, 2185 records/s, about 7m8s left"},
+		{0, 0, -1, -1, "inspect: 0 records, 0 B"},
+		{1000, 2048, 500, -1, "inspect: 1000 records, 2.0 KiB, 500 records/s"},
+		{1000, 5 << 20, 500, 4 * time.Second, "inspect: 1000 records, 5.0 MiB, 500 records/s, this step ends within 4s"},
+		{3000, 3 << 30, 1500.4, 0, "inspect: 3000 records, 3.0 GiB, 1500 records/s, this step ends within 0s"},
+		{65536, 1536 << 20, 2184.5, 427700 * time.Millisecond, "inspect: 65536 records, 1.5 GiB, 2184 records/s, this step ends within 7m8s"},
+		{1, 5 << 40, 0, time.Hour, "inspect: 1 records, 5.0 TiB, 0 records/s, this step ends within 1h0m0s"},
 	} {
-		if got := formatProgress(tc.records, tc.bytes, tc.expected, tc.elapsed); got != tc.want {
-			t.Errorf("formatProgress(%d, %d, %d, %v) = %q, want %q", tc.records, tc.bytes, tc.expected, tc.elapsed, got, tc.want)
+		if got := formatProgress(tc.records, tc.bytes, tc.rate, tc.left); got != tc.want {
+			t.Errorf("formatProgress(%d, %d, %v, %v) = %q, want %q", tc.records, tc.bytes, tc.rate, tc.left, got, tc.want)
 		}
 	}
 }
@@ -857,5 +888,278 @@ func TestInspectTextFailureLayout(t *testing.T) {
 	}
 	if !strings.HasPrefix(stderr, "riffdb: ") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("stderr is not one error line: %q", stderr)
+	}
+}
+
+// schemaBase is the $id prefix of the schemas under docs/.
+const schemaBase = "https://github.com/riffdb/riffdb/docs/"
+
+// envelopeSchema compiles docs/envelope.schema.json, which refers to
+// docs/inspect-result.schema.json.
+var envelopeSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	for _, name := range []string{"envelope.schema.json", "inspect-result.schema.json"} {
+		f, err := os.Open(filepath.Join("..", "docs", name))
+		if err != nil {
+			return nil, err
+		}
+		doc, err := jsonschema.UnmarshalJSON(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := c.AddResource(schemaBase+name, doc); err != nil {
+			return nil, err
+		}
+	}
+	return c.Compile(schemaBase + "envelope.schema.json")
+})
+
+// schemaErr validates one JSON output against the envelope schema.
+func schemaErr(t *testing.T, out []byte) error {
+	t.Helper()
+	sch, err := envelopeSchema()
+	if err != nil {
+		t.Fatalf("compiling the schemas: %v", err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(v)
+}
+
+func requireSchemaValid(t *testing.T, out []byte) {
+	t.Helper()
+	if err := schemaErr(t, out); err != nil {
+		t.Errorf("output does not follow docs/envelope.schema.json: %v\n%s", err, out)
+	}
+}
+
+// TestGoldenOutputsMatchSchemas checks every JSON golden output under
+// testdata against the documented schemas, and that the schemas refuse
+// what the contract forbids.
+func TestGoldenOutputsMatchSchemas(t *testing.T) {
+	t.Parallel()
+	var n int
+	err := filepath.WalkDir("testdata", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		if err := schemaErr(t, b); err != nil {
+			t.Errorf("%s does not follow the schema: %v", p, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("only %d JSON golden outputs found", n)
+	}
+	const ok = `{"schema":"riffdb.cli.output/v1","command":"outbox.archive.inspect","ok":true,"result":`
+	const good = `"format":"riffarch/1 pebble/24","database_binding":"01932a71018170018101010101010101","record_count":2,` +
+		`"encoded_bytes":238,"allocated_bytes":0,"pages_examined":1,"steps":1,"total_records":2,"total_bytes":238`
+	if err := schemaErr(t, []byte(ok+`{`+good+`,"integrity":"verified"}}`)); err != nil {
+		t.Fatalf("a verified result is refused: %v", err)
+	}
+	for _, bad := range []string{
+		ok + `{` + good + `,"integrity":""}}`,
+		ok + `{` + good + `,"integrity":"fine"}}`,
+		ok + `{` + good + `,"integrity":"incomplete"}}`,
+		ok + `{` + good + `,"integrity":"verified","next_cursor":"AAAA"}}`,
+		ok + `{` + good + `,"integrity":"incomplete","next_cursor":""}}`,
+		ok + `{` + good + `,"integrity":"verified","missing_records":3}}`,
+		ok + `{` + good + `,"integrity":"verified","extra":1}}`,
+		ok + `{"format":"","allocated_bytes":0,"pages_examined":0,"integrity":"corrupt"}}`,
+		ok + `{"allocated_bytes":0,"pages_examined":0}}`,
+		`{"schema":"riffdb.cli.output/v1","command":"outbox.archive.inspect","ok":false}`,
+		`{"schema":"riffdb.cli.output/v1","command":"outbox.archive.inspect","ok":false,"error":{"kind":"odd","code":"x","message":"m"}}`,
+		`{"schema":"riffdb.cli.output/v2","command":"config.check","ok":true,"result":{}}`,
+	} {
+		if schemaErr(t, []byte(bad)) == nil {
+			t.Errorf("the schema accepts %s", bad)
+		}
+	}
+}
+
+// inspectJSONGolden compares one JSON inspect output with
+// testdata/inspect/NAME.golden.json, after replacing what differs from run
+// to run (the allocated bytes, a cursor bound to the archive's identity).
+func inspectJSONGolden(t *testing.T, name, out string) {
+	t.Helper()
+	out = regexp.MustCompile(`"allocated_bytes":\d+`).ReplaceAllString(out, `"allocated_bytes":0`)
+	out = regexp.MustCompile(`"next_cursor":"[A-Za-z0-9_-]+"`).ReplaceAllString(out, `"next_cursor":"CURSOR"`)
+	golden := filepath.Join("testdata", "inspect", name+".golden.json")
+	if *updateInspectGolden {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Errorf("output differs from %s:\n got %s\nwant %s", golden, out, want)
+	}
+}
+
+// step runs one inspect step in JSON mode.
+func step(t *testing.T, dir string, maxPages int, after string, extra ...string) (int, inspectEnvelope, string) {
+	t.Helper()
+	args := inspectArgs(dir, maxPages)
+	if after != "" {
+		args = append(args, "--after", after)
+	}
+	return runInspect(t, dir, append(args, extra...)...)
+}
+
+// TestInspectStepsMatchOneScan reconciles an archive one page a step,
+// each step resuming from the previous next_cursor: the totals grow step by
+// step, and the last step's totals and verdict equal one scan's.
+func TestInspectStepsMatchOneScan(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 700, 30)
+	code, one, raw := step(t, a.dir, 256, "", "--count-incarnations")
+	if code != ExitOK || one.Result.Integrity != archive.IntegrityVerified || one.Result.Steps != 1 {
+		t.Fatalf("one scan: exit %d: %s", code, raw)
+	}
+	inspectJSONGolden(t, "counted", raw)
+	var cursor string
+	for i := 1; ; i++ {
+		extra := []string{}
+		if i == 1 {
+			extra = append(extra, "--count-incarnations")
+		}
+		code, env, raw := step(t, a.dir, 1, cursor, extra...)
+		if code != ExitOK || env.Result == nil {
+			t.Fatalf("step %d: exit %d: %s", i, code, raw)
+		}
+		r := env.Result
+		if r.Steps != i || *r.PagesExamined != 1 || *r.TotalRecords != min(int64(i*archive.MaxPageRecords), 700) {
+			t.Fatalf("step %d: %s", i, raw)
+		}
+		if i == 1 {
+			inspectJSONGolden(t, "incomplete", raw)
+		}
+		if r.Integrity == archive.IntegrityIncomplete {
+			if r.NextCursor == "" || r.NextCursor == cursor {
+				t.Fatalf("step %d: no new cursor: %s", i, raw)
+			}
+			cursor = r.NextCursor
+			continue
+		}
+		inspectJSONGolden(t, "verified_steps", raw)
+		if i != 3 || r.Integrity != archive.IntegrityVerified || *r.TotalRecords != *one.Result.TotalRecords ||
+			*r.TotalBytes != *one.Result.TotalBytes || *r.TotalBytes != a.encoded || len(r.Incarnations) != 1 ||
+			r.Incarnations[0] != one.Result.Incarnations[0] || r.Incarnations[0].Records != 700 {
+			t.Fatalf("step %d: %s, one scan: %+v", i, raw, *one.Result)
+		}
+		break
+	}
+}
+
+// TestInspectTextIncompleteHint: text mode prints the cursor and the exact
+// command of the next step, which runs it.
+func TestInspectTextIncompleteHint(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 300, 10)
+	code, stdout, stderr := runText(append([]string{"outbox", "archive", "inspect"}, inspectArgs(a.dir, 1)...)...)
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	m := regexp.MustCompile(`(?m)^next cursor: +([A-Za-z0-9_-]+)\nto continue, run:\n  (riffdb .*)\n\z`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no resume hint:\n%s", stdout)
+	}
+	want := "riffdb outbox archive inspect --directory " + a.dir + " --database-id " + inspectDB.String() +
+		" --max-pages 1 --after " + m[1]
+	if m[2] != want {
+		t.Fatalf("hint %q, want %q", m[2], want)
+	}
+	code, stdout, stderr = runText(strings.Fields(m[2])[1:]...)
+	if code != ExitOK || !strings.Contains(stdout, "integrity:        verified\n") || !strings.Contains(stdout, "steps:            2\n") {
+		t.Fatalf("the hinted command: exit %d: %s %s", code, stdout, stderr)
+	}
+	if q := shellQuote("/a b/it's"); q != `'/a b/it'\''s'` {
+		t.Errorf("shellQuote: %s", q)
+	}
+}
+
+// TestInspectRefusesForeignAndDamagedCursors: a cursor resumes only the
+// scan of the archive that issued it; the refusal never repeats it.
+func TestInspectRefusesForeignAndDamagedCursors(t *testing.T) {
+	t.Parallel()
+	a, b := newTestArchive(t), newTestArchive(t)
+	a.grow(t, 300, 10)
+	b.grow(t, 300, 10) // the same database and the same records
+	_, env, _ := step(t, a.dir, 1, "")
+	cursor := env.Result.NextCursor
+	flipped := []byte(cursor)
+	flipped[len(flipped)/2] ^= 1
+	for _, bad := range []string{cursor, string(flipped), cursor[:len(cursor)-1], "not-a-cursor!", "/etc/passwd"} {
+		env := requireRefusal(t, b.dir, ExitLocal, "invalid_cursor", append(inspectArgs(b.dir, 1), "--after", bad)...)
+		if strings.Contains(env.Error.Message, bad) || strings.Contains(env.Error.Message, cursor[:8]) || env.Result != nil {
+			t.Errorf("%q: the refusal repeats the cursor or reports a result: %+v", bad, env)
+		}
+	}
+	_, _, raw := runInspect(t, b.dir, append(inspectArgs(b.dir, 1), "--after", cursor)...)
+	inspectJSONGolden(t, "invalid_cursor", raw)
+	requireRefusal(t, b.dir, ExitLocal, "invalid_cursor", append(inspectArgs(b.dir, 1), "--after", "")...)
+	// The cursor still works where it came from.
+	if code, env, raw := step(t, a.dir, 1, cursor); code != ExitOK || env.Result.Integrity != archive.IntegrityVerified {
+		t.Fatalf("own cursor: exit %d: %s", code, raw)
+	}
+	// Counting is decided at the first step.
+	env = requireRefusal(t, a.dir, ExitLocal, "usage", append(inspectArgs(a.dir, 1), "--after", cursor, "--count-incarnations")...)
+	if !strings.Contains(env.Error.Message, "--count-incarnations") {
+		t.Errorf("message %q does not name --count-incarnations", env.Error.Message)
+	}
+}
+
+// TestInspectChangedBetweenSteps: records archived between two steps make
+// the next step say "changed" (exit 1), with no cursor.
+func TestInspectChangedBetweenSteps(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 300, 10)
+	_, env, _ := step(t, a.dir, 1, "")
+	a.grow(t, 301, 10)
+	code, env, raw := step(t, a.dir, 1, env.Result.NextCursor)
+	if code != ExitPublic || env.Error == nil || env.Error.Code != "archive_integrity_changed" || env.Result == nil ||
+		env.Result.Integrity != archive.IntegrityChanged || env.Result.NextCursor != "" {
+		t.Fatalf("exit %d: %s", code, raw)
+	}
+	inspectJSONGolden(t, "changed", raw)
+	code, stdout, stderr := runText(append([]string{"outbox", "archive", "inspect"}, inspectArgs(a.dir, 1)...)...)
+	if code != ExitOK || !strings.Contains(stdout, "integrity:        incomplete") || stderr != "" {
+		t.Fatalf("a new scan: exit %d: %s %s", code, stdout, stderr)
+	}
+}
+
+// TestInspectRefusesStoreWithoutLock: a store whose LOCK file is missing is
+// refused, and inspect does not create it.
+func TestInspectRefusesStoreWithoutLock(t *testing.T) {
+	t.Parallel()
+	a := newTestArchive(t)
+	a.grow(t, 1, 10)
+	lock := filepath.Join(a.dir, archive.StoreDirName, "LOCK")
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	env := requireRefusal(t, a.dir, ExitLocal, "archive_refused", inspectArgs(a.dir, 1)...)
+	if !strings.Contains(env.Error.Message, "lock file") || strings.HasPrefix(env.Error.Message, "archive:") {
+		t.Errorf("message %q does not say the lock file is missing", env.Error.Message)
+	}
+	if _, err := os.Lstat(lock); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("inspect created LOCK: %v", err)
 	}
 }
