@@ -789,8 +789,9 @@ func runText(args ...string) (int, string, string) {
 }
 
 // TestFlagErrorsDoNotEchoValues covers every command: a flag value that
-// does not parse is refused without repeating it (it may be a path or a
-// secret), naming the flag instead.
+// does not parse, or an argument a command does not take, is refused
+// without repeating it (it may be a path or a secret), naming the flag
+// instead.
 func TestFlagErrorsDoNotEchoValues(t *testing.T) {
 	t.Parallel()
 	const secret = "/etc/passwd"
@@ -807,6 +808,10 @@ func TestFlagErrorsDoNotEchoValues(t *testing.T) {
 		{[]string{"loadtest", "-c", secret}, "-c"},
 		{[]string{"loadtest", "--duration", secret}, "--duration"},
 		{[]string{"outbox", "archive", "inspect", "--max-pages"}, "--max-pages"},
+		{[]string{"outbox", "archive", "inspect", secret}, "argument"},
+		{[]string{"outbox", secret}, "argument"},
+		{[]string{secret}, "argument"},
+		{[]string{"capability", "revoke", secret, secret}, "argument"},
 	} {
 		for _, mode := range []string{"text", "json"} {
 			args := tc.args

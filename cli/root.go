@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -71,7 +72,29 @@ func NewRootCommand() *cobra.Command {
 		),
 		newLoadtestCommand(),
 	)
+	quietArgs(root)
 	return root
+}
+
+// quietArgs wraps the argument check of cmd and of every command below it
+// so that a refusal never repeats the argument given (cobra's "unknown
+// command" quotes it, and it may be a path or a secret).
+func quietArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			switch {
+			case err == nil:
+				return nil
+			case strings.HasPrefix(err.Error(), "unknown command"):
+				return Local("usage", "%s takes no such argument; see --help", c.CommandPath())
+			}
+			return Local("usage", "%s: wrong number of arguments (%v); see --help", c.CommandPath(), err)
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		quietArgs(sub)
+	}
 }
 
 // group returns a command that only groups its subcommands: run without one,
