@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help run test deps lint unit race bench loadtest reliability clean
+.PHONY: help run test deps lint unit race bench inspect-steps loadtest reliability clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ race: ## go test -race ./... (the end-to-end tests drive a binary built without 
 
 bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble)
 	./scripts/bench.sh
+
+inspect-steps: ## a 1,000,000-record archive reconciled by `inspect --after` in steps of 256 pages, each step's peak RSS against a 10,000-record one-shot inspect
+	./scripts/inspect-steps.sh
 
 # The reliability campaign: RELIABILITY_KILLS SIGKILLs of the real binary
 # (e2e TestReliability), crash points inside the worker and archive faults
