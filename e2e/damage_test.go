@@ -36,7 +36,9 @@ import (
 //     are those acknowledged; replaying idempotency keys from the beginning,
 //     middle and end returns their commit sequences with replayed:true;
 //     delivery is healthy with nothing pending; it stops cleanly on SIGTERM;
-//     and inspect verified every acknowledged event, before and after.
+//     and inspect verified every acknowledged event, before and after (or,
+//     before, refused custody of an archive without its LOCK file, which a
+//     read-only inspection never creates, and verified after).
 //   - refused: `server run` exited non-zero before serving with a JSON
 //     envelope whose code is one of dmRefusalCodes (database_* for the
 //     primary, credentials_refused for the credentials), or the server
@@ -969,6 +971,20 @@ func dmRun(t *testing.T, inst *dmInstallation, c dmCase) dmResult {
 			r.inspect += "; after the server: " + after
 			r.verdict = "VIOLATION"
 			r.violations = append(av, "inspect verified the archive before the server ran but says "+after+" after it stopped")
+			break
+		}
+		r.verdict = "intact"
+	case intact && r.inspect == "archive_refused":
+		// Inspect refused to take custody (a store without its LOCK
+		// file: a read-only inspection never creates one, and without
+		// it cannot prove that no server holds the store). That is a
+		// refusal, not a verdict; the server's open recreates LOCK, which
+		// holds no data, so the archive must verify after the server.
+		after, again, av := dmInspect(root, inst)
+		r.inspect += "; after the server: " + after
+		if !again || len(av) > 0 {
+			r.verdict = "VIOLATION"
+			r.violations = append(av, "inspect refused custody before the server ran and says "+after+" after it stopped")
 			break
 		}
 		r.verdict = "intact"
