@@ -90,10 +90,11 @@ type InspectOptions struct {
 	// and a cursor of a scan that counted keeps counting.
 	CountIncarnations bool
 	// Progress, when set, is called after every page Inspect examines with
-	// the pages, records and encoded bytes of every step so far (for a
-	// progress line on long inspections). It runs on the calling goroutine
-	// and must not block.
-	Progress func(pages int, records, bytes int64)
+	// the pages, records and encoded bytes of every step so far and the
+	// durable record count (the accounting the scan must reach), for a
+	// progress line with an estimate of the time left. It runs on the
+	// calling goroutine and must not block.
+	Progress func(pages int, records, bytes, accounted int64)
 }
 
 // Inspect verifies the archive in dir offline, one bounded step at a time:
@@ -227,7 +228,7 @@ func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *s
 			cur.last = p.Records[n-1].Key
 		}
 		if opts.Progress != nil {
-			opts.Progress(int(cur.pages), cur.records, cur.bytes)
+			opts.Progress(int(cur.pages), cur.records, cur.bytes, m.acct.Records)
 		}
 		if !cur.count {
 			return nil

@@ -218,7 +218,7 @@ func TestInspectReportsProgressPerPage(t *testing.T) {
 	t.Parallel()
 	fs := inspectSetup(t, 300)
 	var calls []int64
-	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 4, Progress: func(pages int, records, _ int64) {
+	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 4, Progress: func(pages int, records, _, _ int64) {
 		if pages != len(calls)+1 {
 			t.Errorf("progress page %d after %d calls", pages, len(calls))
 		}

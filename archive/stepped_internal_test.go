@@ -102,7 +102,12 @@ func TestInspectStepProgressIsCumulative(t *testing.T) {
 		records, bytes int64
 	}
 	var calls []call
-	progress := func(p int, r, b int64) { calls = append(calls, call{p, r, b}) }
+	progress := func(p int, r, b, accounted int64) {
+		if accounted != 600 {
+			t.Errorf("progress reports an accounting of %d records, want 600", accounted)
+		}
+		calls = append(calls, call{p, r, b})
+	}
 	rep, err := inspect(context.Background(), testDir, testDatabase, fs, InspectOptions{MaxPages: 2, Progress: progress})
 	if err != nil {
 		t.Fatal(err)

@@ -160,7 +160,8 @@ or "corrupt" otherwise (the step that reaches a damaged record says so), and
 A cursor resumes only the scan of the archive that issued it, and is refused
 (invalid_cursor) for any other archive or when damaged. Inspection creates and
 changes nothing, not even the lock file's timestamps. On a terminal, text mode
-shows a progress line on stderr. Errors contain no paths and no event
+shows a progress line on stderr (records of the total, bytes, rate, time left).
+Errors contain no paths and no event
 payloads. This implementation requires Linux.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -388,7 +389,7 @@ func newProgressLine(w io.Writer, now func() time.Time, maxPages int) *progressL
 // update shows the records and bytes read so far, unless the previous
 // update was less than progressInterval ago (or the step began less than
 // that ago).
-func (p *progressLine) update(pages int, records, bytes int64) {
+func (p *progressLine) update(pages int, records, bytes, accounted int64) {
 	t := p.now()
 	if !p.based {
 		p.based, p.basePage, p.baseRecs, p.baseTime = true, pages, records, t
@@ -397,13 +398,16 @@ func (p *progressLine) update(pages int, records, bytes int64) {
 		return
 	}
 	p.next = t.Add(progressInterval)
-	rate, left := -1.0, time.Duration(-1)
+	rate, left, eta := -1.0, time.Duration(-1), time.Duration(-1)
 	if d := t.Sub(p.baseTime); d > 0 && pages > p.basePage {
 		rate = float64(records-p.baseRecs) / d.Seconds()
 		perPage := d / time.Duration(pages-p.basePage)
 		left = perPage * time.Duration(max(p.maxPages-(pages-p.basePage+1), 0))
+		if rate > 0 && accounted >= records {
+			eta = time.Duration(float64(accounted-records) / rate * float64(time.Second))
+		}
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K%s", formatProgress(records, bytes, rate, left))
+	fmt.Fprintf(p.w, "\r\x1b[K%s", formatProgress(records, bytes, accounted, rate, left, eta))
 	p.shown = true
 }
 
@@ -415,13 +419,18 @@ func (p *progressLine) clear() {
 	}
 }
 
-// formatProgress is the text of the progress line: records and bytes so
-// far, the rate (records a second; < 0: not measured yet) and the time left
-// at most in this step (< 0: not measured yet).
-func formatProgress(records, bytes int64, rate float64, left time.Duration) string {
-	s := fmt.Sprintf("inspect: %d records, %s", records, formatBytes(bytes))
+// formatProgress is the text of the progress line: records (of the
+// accounting's total) and bytes so far, the rate (records a second; < 0: not
+// measured yet), the estimated time until the whole scan is done at that
+// rate (eta; < 0: not measured yet) and the time left at most in this step
+// (left; < 0: not measured yet).
+func formatProgress(records, bytes, accounted int64, rate float64, left, eta time.Duration) string {
+	s := fmt.Sprintf("inspect: %d of %d records, %s", records, accounted, formatBytes(bytes))
 	if rate >= 0 {
 		s += fmt.Sprintf(", %.0f records/s", rate)
+	}
+	if eta >= 0 {
+		s += fmt.Sprintf(", about %s left in all", eta.Round(time.Second))
 	}
 	if left >= 0 {
 		s += fmt.Sprintf(", this step ends within %s", left.Round(time.Second))

@@ -656,7 +656,7 @@ func TestInspectProgressLineOnTerminal(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stdout.String())
 	}
 	got := readPTYUntilMark(t, master, slave)
-	if !strings.Contains(got, "\r\x1b[Kinspect: 256 records") || !strings.Contains(got, "inspect: 300 records") {
+	if !strings.Contains(got, "\r\x1b[Kinspect: 256 of 300 records") || !strings.Contains(got, "inspect: 300 of 300 records") {
 		t.Errorf("progress line %q lacks the page updates", got)
 	}
 	if !strings.HasSuffix(got, "\r\x1b[K") {
@@ -703,7 +703,7 @@ func TestInspectProgressThrottle(t *testing.T) {
 	at := func(d time.Duration) {
 		now = base.Add(d)
 		page++
-		p.update(page, int64(page)*100, int64(page)*1000)
+		p.update(page, int64(page)*100, int64(page)*1000, 100000)
 	}
 	at(0)                       // too early: short inspections stay silent
 	at(progressInterval - 1)    // still too early
@@ -717,12 +717,13 @@ func TestInspectProgressThrottle(t *testing.T) {
 		t.Fatalf("want 3 updates, got %q", w.writes)
 	}
 	for i, want := range []string{
-		// 2 pages (200 records) in 250ms since the step's first page; 10-3 pages left.
-		"inspect: 800 records, 7.8 KiB, 800 records/s, this step ends within 1s",
+		// 2 pages (200 records) in 250ms since the step's first page; 10-3
+		// pages left; 99,200 of the 100,000 accounted records at 800/s.
+		"inspect: 800 of 100000 records, 7.8 KiB, 800 records/s, about 2m4s left in all, this step ends within 1s",
 		// 5 pages in 500ms; 10-6 pages left.
-		"inspect: 1100 records, 10.7 KiB, 1000 records/s, this step ends within 0s",
+		"inspect: 1100 of 100000 records, 10.7 KiB, 1000 records/s, about 1m39s left in all, this step ends within 0s",
 		// 6 pages in 2.5s; 10-7 pages left.
-		"inspect: 1200 records, 11.7 KiB, 240 records/s, this step ends within 1s",
+		"inspect: 1200 of 100000 records, 11.7 KiB, 240 records/s, about 6m52s left in all, this step ends within 1s",
 	} {
 		if w.writes[i] != "\r\x1b[K"+want {
 			t.Errorf("update %d is %q, want the line started again with %q", i, w.writes[i], want)
@@ -738,20 +739,20 @@ func TestInspectProgressThrottle(t *testing.T) {
 func TestInspectProgressFormat(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		records, bytes int64
-		rate           float64
-		left           time.Duration
-		want           string
+		records, bytes, accounted int64
+		rate                      float64
+		left, eta                 time.Duration
+		want                      string
 	}{
-		{0, 0, -1, -1, "inspect: 0 records, 0 B"},
-		{1000, 2048, 500, -1, "inspect: 1000 records, 2.0 KiB, 500 records/s"},
-		{1000, 5 << 20, 500, 4 * time.Second, "inspect: 1000 records, 5.0 MiB, 500 records/s, this step ends within 4s"},
-		{3000, 3 << 30, 1500.4, 0, "inspect: 3000 records, 3.0 GiB, 1500 records/s, this step ends within 0s"},
-		{65536, 1536 << 20, 2184.5, 427700 * time.Millisecond, "inspect: 65536 records, 1.5 GiB, 2184 records/s, this step ends within 7m8s"},
-		{1, 5 << 40, 0, time.Hour, "inspect: 1 records, 5.0 TiB, 0 records/s, this step ends within 1h0m0s"},
+		{0, 0, 10, -1, -1, -1, "inspect: 0 of 10 records, 0 B"},
+		{1000, 2048, 3000, 500, -1, 4 * time.Second, "inspect: 1000 of 3000 records, 2.0 KiB, 500 records/s, about 4s left in all"},
+		{1000, 5 << 20, 3000, 500, 4 * time.Second, 4 * time.Second, "inspect: 1000 of 3000 records, 5.0 MiB, 500 records/s, about 4s left in all, this step ends within 4s"},
+		{3000, 3 << 30, 3000, 1500.4, 0, 0, "inspect: 3000 of 3000 records, 3.0 GiB, 1500 records/s, about 0s left in all, this step ends within 0s"},
+		{65536, 1536 << 20, 1000000, 2184.5, 427700 * time.Millisecond, 7*time.Minute + 7*time.Second, "inspect: 65536 of 1000000 records, 1.5 GiB, 2184 records/s, about 7m7s left in all, this step ends within 7m8s"},
+		{1, 5 << 40, 1, 0, time.Hour, -1, "inspect: 1 of 1 records, 5.0 TiB, 0 records/s, this step ends within 1h0m0s"},
 	} {
-		if got := formatProgress(tc.records, tc.bytes, tc.rate, tc.left); got != tc.want {
-			t.Errorf("formatProgress(%d, %d, %v, %v) = %q, want %q", tc.records, tc.bytes, tc.rate, tc.left, got, tc.want)
+		if got := formatProgress(tc.records, tc.bytes, tc.accounted, tc.rate, tc.left, tc.eta); got != tc.want {
+			t.Errorf("formatProgress(%d, %d, %d, %v, %v, %v) = %q, want %q", tc.records, tc.bytes, tc.accounted, tc.rate, tc.left, tc.eta, got, tc.want)
 		}
 	}
 }
