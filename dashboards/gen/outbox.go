@@ -1,6 +1,9 @@
 package gen
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+)
 
 // byDB groups outbox and archive series per instance and database.
 const byDB = "instance, riffdb_database"
@@ -56,7 +59,7 @@ func Outbox() (dashboard.Dashboard, error) {
 			targets: []target{q(`(max by (`+byDB+`) (riffdb_archive_quota_limit_bytes{`+sel+`}) - max by (`+byDB+`) (riffdb_archive_quota_used_bytes{`+sel+`})) / clamp_min(max by (`+byDB+`) (deriv(riffdb_archive_quota_used_bytes{`+sel+`}[1h])), 0)`, "{{instance}} {{riffdb_database}}")},
 		}, 86400).Thresholds(dashboard.NewThresholdsConfigBuilder().
 			Mode(dashboard.ThresholdsModeAbsolute).
-			Steps([]dashboard.Threshold{{Value: nil, Color: "red"}, {Value: ptr(86400), Color: "orange"}, {Value: ptr(7 * 86400), Color: "green"}}))).
+			Steps([]dashboard.Threshold{{Value: nil, Color: "red"}, {Value: cog.ToPtr(86400.0), Color: "orange"}, {Value: cog.ToPtr(7 * 86400.0), Color: "green"}}))).
 		WithPanel(graph(panel{
 			title: "Quota use predicted in 24 h", unit: "bytes", w: 8, h: 8,
 			description: "Will the quota be exceeded within a day? predict_linear of the used bytes 24 h ahead (fit over 1 h) next to the limit. " +
@@ -145,5 +148,3 @@ func Outbox() (dashboard.Dashboard, error) {
 			targets: []target{q(`sum by (`+byDB+`, riffdb_reason) (rate(riffdb_outbox_completion_flush_batch_size_count{`+sel+`}[$__rate_interval]))`, "{{instance}} {{riffdb_database}} {{riffdb_reason}}")},
 		})))
 }
-
-func ptr(v float64) *float64 { return &v }

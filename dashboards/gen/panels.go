@@ -37,6 +37,7 @@ func graph(p panel) *timeseries.PanelBuilder {
 		Height(p.h).
 		FillOpacity(10).
 		Legend(legend()).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending)).
 		Targets(queries(p.targets))
 	for _, t := range p.targets {
 		if t.exemplar {
@@ -57,6 +58,7 @@ func single(p panel, red float64) *stat.PanelBuilder {
 		Height(p.h).
 		GraphMode(common.BigValueGraphModeArea).
 		ColorMode(common.BigValueColorModeValue).
+		Orientation(common.VizOrientationAuto).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
 		Thresholds(thresholds(red)).
 		Targets(queries(p.targets))
@@ -79,6 +81,7 @@ func states(p panel) *statetimeline.PanelBuilder {
 		ShowValue(common.VisibilityModeNever).
 		MergeValues(true).
 		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(false)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending)).
 		Thresholds(thresholds(1)).
 		Targets(queries(p.targets))
 }
