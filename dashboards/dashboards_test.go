@@ -115,8 +115,10 @@ func checkedIn(t *testing.T) []jsonDashboard {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) < 3 {
-		t.Fatalf("found %d dashboards, want at least 3 (fleet, outbox, primary): %s", len(names), regenerate)
+	for _, want := range []string{"riffdb-fleet.json", "riffdb-outbox.json", "riffdb-primary.json"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("dashboards/%s is missing: %s", want, regenerate)
+		}
 	}
 	var out []jsonDashboard
 	for _, name := range names {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 
 	"github.com/riffdb/riffdb/dashboards/gen"
+	"github.com/riffdb/riffdb/internal/pathless"
 )
 
 func main() {
@@ -37,7 +38,7 @@ func run(dir string) error {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, f.Name), b, 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", f.Name, err)
+			return fmt.Errorf("write %s: %w", f.Name, pathless.Error(err))
 		}
 	}
 	return nil
