@@ -91,6 +91,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.mon.serveMetrics(ctx, s) // a scrape that found the store busy
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
@@ -157,5 +158,6 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	s.acct = next
 	s.records.Store(next.Records)
 	s.encoded.Store(next.EncodedBytes)
+	s.mon.committed(s, next)
 	return Stored, nil
 }

@@ -71,6 +71,11 @@ type Options struct {
 	// beyond LastCommit.
 	CheckHistory            bool
 	Incarnation, LastCommit uint64
+
+	// Monitor, when set, serves the store's accounting, allocated bytes and
+	// engine metrics to stats and metrics without waiting on the store
+	// (see Monitor). nil: the store has a Monitor of its own.
+	Monitor *Monitor
 }
 
 // Open opens the archive in dir (the configured, precreated directory),
@@ -96,6 +101,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		log:     opts.Logger,
 		clock:   clock.Or(opts.Clock).Now,
 		readers: make(map[*Reader]struct{}),
+		mon:     opts.Monitor,
+	}
+	if s.mon == nil {
+		s.mon = new(Monitor)
 	}
 	s.timeout = cmp.Or(opts.TxnTimeout, DefaultTxnTimeout)
 	if s.log == nil {
@@ -134,6 +143,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		_ = s.closeDB()
 		return nil, err
 	}
+	s.mon.attach(ctx, s)
 	return s, nil
 }
 

@@ -65,6 +65,7 @@ type Store struct {
 
 	records, encoded atomic.Int64 // mirrors of acct for lock-free Usage
 	closed           atomic.Bool
+	mon              *Monitor // publishes acct and the engine metrics (usage.go)
 
 	readersMu sync.Mutex
 	readers   map[*Reader]struct{}
@@ -139,6 +140,7 @@ func (s *Store) Close() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.mon.detach(s)
 	s.readersMu.Lock()
 	readers := make([]*Reader, 0, len(s.readers))
 	for r := range s.readers {
