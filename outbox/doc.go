@@ -40,6 +40,17 @@
 // claim, failures follow the retry policy: at most 32 attempts, 1 s apart, then
 // a dead letter, which stays undelivered and fences retention.
 //
+// # Health
+//
+// A worker starts degraded (reason starting). It turns healthy at the first
+// event the archive accepts — the archive was opened and validated (and
+// probed first, while the worker was unhealthy) and delivery works — not
+// when its pass reaches the end of the index, so a worker catching up on a
+// standing backlog after a restart or an outage reports healthy while the
+// backlog falls. A pass that ends without delivering anything and without a
+// failure also leaves the worker healthy. An identity conflict keeps health
+// degraded (identity_conflict) until a restart; stop reasons hold until one.
+//
 // Stopping the worker is not a failure. Stop lets the destination call in
 // flight finish (an archive transaction abandoned midway has an unknown
 // outcome and would leave the archive fenced off as unusable), then the pass

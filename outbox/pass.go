@@ -77,6 +77,8 @@ type pass struct {
 	group   []primary.Intent // accepted, awaiting completion
 	nextDue time.Time
 	halted  bool
+	// accepted is set at the pass's first acceptance (see delivering).
+	accepted bool
 	// unsynced is set once a completion was applied; RunOnce syncs the
 	// source at the end of the pass.
 	unsynced bool
@@ -283,6 +285,7 @@ func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [
 		} else {
 			p.res.Stored++
 		}
+		p.delivering()
 		p.group = append(p.group, m)
 		if len(p.group) == MaxGroup {
 			if err := p.flush(flushBound); err != nil {
@@ -291,6 +294,21 @@ func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [
 		}
 	}
 	return nil
+}
+
+// delivering turns health healthy at the pass's first acceptance: the
+// archive was validated (it is open, and the pass probed it first if the
+// worker was unhealthy) and it accepts events, so delivery works. A worker
+// catching up on a backlog after a start or an outage is thus healthy while
+// it delivers, not only once its pass reaches the end of the index. An
+// identity conflict still keeps health degraded (healthState.set), and a
+// pass whose worker is stopping changes nothing (see fail).
+func (p *pass) delivering() {
+	if p.accepted || p.ctx.Err() != nil {
+		return
+	}
+	p.accepted = true
+	p.w.health.set(StateHealthy, ReasonNone, p.now())
 }
 
 // conflict dead-letters a member whose identity holds different bytes in the
