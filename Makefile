@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help run test deps lint unit race bench inspect-steps loadtest reliability clean
+.PHONY: help run test deps lint unit race bench inspect-steps dashboards loadtest reliability clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ race: ## go test -race ./... (the end-to-end tests drive a binary built without 
 
 bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble)
 	./scripts/bench.sh
+
+dashboards: ## regenerate the Grafana dashboards (dashboards/*.json) from dashboards/gen
+	$(GO) run ./dashboards/cmd/gendashboards
 
 inspect-steps: ## a 1,000,000-record archive reconciled by `inspect --after` in steps of 256 pages, each step's peak RSS against a 10,000-record one-shot inspect
 	./scripts/inspect-steps.sh
