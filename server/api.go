@@ -175,9 +175,15 @@ func (s *Server) stats() statsapi.Stats {
 		if d.dest != nil {
 			q := d.quota
 			st.Outbox.QuotaEncodedBytes = &q
-			if u, ok := d.dest.Usage(); ok {
-				recs, enc, alloc := u.Records, u.EncodedBytes, u.AllocatedBytes
-				st.Outbox.ArchiveRecordCount, st.Outbox.ArchiveEncodedBytes, st.Outbox.ArchiveAllocatedBytes = &recs, &enc, &alloc
+			// The last committed accounting, never waiting on an archive
+			// transaction; null only while the archive was never opened.
+			// The allocated bytes are null while they cannot be measured.
+			if u, ok := d.monitor.Usage(); ok {
+				recs, enc := u.Records, u.EncodedBytes
+				st.Outbox.ArchiveRecordCount, st.Outbox.ArchiveEncodedBytes = &recs, &enc
+				if alloc := u.AllocatedBytes; alloc >= 0 {
+					st.Outbox.ArchiveAllocatedBytes = &alloc
+				}
 			}
 		}
 		out.Databases = append(out.Databases, st)

@@ -29,6 +29,10 @@ type database struct {
 	unobserve func() error
 
 	unobserveArchive func() error
+	// monitor serves the archive's last committed accounting, allocated
+	// bytes and engine metrics to stats and scrapes without waiting on an
+	// archive transaction; nil without an outbox section.
+	monitor *archive.Monitor
 }
 
 func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*database, *StartupError) {
@@ -73,12 +77,13 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 		return nil
 	}
 	d.quota = dc.Outbox.QuotaEncodedBytes
+	d.monitor = new(archive.Monitor)
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
-		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
+		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
 	})
 	source := d.dest.anchoredTo(d.db)
-	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.dest.Metrics); err == nil {
+	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.monitor.Metrics); err == nil {
 		d.unobserveArchive = un
 	} else {
 		log.Warn("archive pebble metrics unavailable", zap.Error(err))
