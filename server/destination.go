@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
@@ -37,9 +35,6 @@ type archiveDestination struct {
 	store     *archive.Store
 	storeInfo os.FileInfo // identity of the store directory when opened
 	opened    bool        // the archive has been opened and validated at least once
-	usageMu   sync.Mutex  // guards lastUsage and haveUsage
-	lastUsage archive.Usage
-	haveUsage bool
 }
 
 var _ outbox.Destination = (*archiveDestination)(nil)
@@ -157,10 +152,6 @@ func (d *archiveDestination) stillThere() error {
 // (custody audit and validation included) on the next call.
 func (d *archiveDestination) drop() {
 	if d.store != nil {
-		u := d.store.Usage()
-		d.usageMu.Lock()
-		d.lastUsage, d.haveUsage = u, true
-		d.usageMu.Unlock()
 		_ = d.store.Close()
 		d.store = nil
 	}
@@ -234,41 +225,6 @@ func (d *archiveDestination) Accept(ctx context.Context, key event.Key, record [
 		return outbox.Duplicate, nil
 	}
 	return outbox.Stored, nil
-}
-
-// Usage reports the archive's usage, or false when it has never been open.
-// It never waits for an archive transaction in flight (stats are polled):
-// while one holds the lock it returns the last value it saw.
-func (d *archiveDestination) Usage() (archive.Usage, bool) {
-	if !d.mu.TryLock() {
-		d.usageMu.Lock()
-		defer d.usageMu.Unlock()
-		return d.lastUsage, d.haveUsage
-	}
-	defer d.mu.Unlock()
-	if d.store != nil {
-		u := d.store.Usage()
-		d.usageMu.Lock()
-		d.lastUsage, d.haveUsage = u, true
-		d.usageMu.Unlock()
-		return u, true
-	}
-	d.usageMu.Lock()
-	defer d.usageMu.Unlock()
-	return d.lastUsage, d.haveUsage
-}
-
-// Metrics returns the open archive's engine metrics, or nil. It never waits
-// for an archive transaction (metrics are scraped).
-func (d *archiveDestination) Metrics() *pebble.Metrics {
-	if !d.mu.TryLock() {
-		return nil
-	}
-	defer d.mu.Unlock()
-	if d.store == nil {
-		return nil
-	}
-	return d.store.Metrics()
 }
 
 // Close closes the archive if it is open.
