@@ -36,11 +36,28 @@ run id) and a unique idempotency key, a root span "loadgen.request" and a W3C
 traceparent header, so the server's spans join its trace. With --otlp-endpoint
 the spans are exported via OTLP/gRPC (e.g. to Jaeger).
 
+In text mode on a terminal a progress line is rewritten every second: elapsed
+time, requests, rate, errors, the p99 latency so far and, when the token has
+read_statistics, the server's pending outbox deliveries of the database. It is
+erased before the report, and never printed with --output json or when stdout
+is not a terminal.
+
+--wait-delivered waits after the last request until the database's backlog
+(GET /v1/stats pending_outbox_deliveries; the token needs the global
+read_statistics permission) is 0, at most --wait-timeout, and reports the
+delivery: events delivered (completed_deliveries since before the first
+request), the time from the start and after the last request, and the delivery
+throughput. With --metrics-address (the server's Prometheus listener) it also
+reports the commit→archived lag p50/p99 of the run's deliveries, from the change
+of the server's riffdb_outbox_delivery_lag_seconds histogram over the run,
+next to the command latency. A backlog left at the timeout exits 1.
+
 Only loopback targets are allowed (127.0.0.0/8, ::1, localhost). The exit code
 is 1 when every request failed.`,
 		Example: `  riffdb server run --dev &
   riffdb loadtest --token-file riffdb-dev/dev-token -n 5000 -c 16
-  riffdb loadtest --token-file riffdb-dev/dev-token --rate 500 --duration 10s --otlp-endpoint 127.0.0.1:4317`,
+  riffdb loadtest --token-file riffdb-dev/dev-token --rate 500 --duration 10s --otlp-endpoint 127.0.0.1:4317
+  riffdb loadtest --token-file riffdb-dev/dev-token --rate 500 --duration 10s --wait-delivered --metrics-address 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Address = address
@@ -59,6 +76,12 @@ is 1 when every request failed.`,
 			if cfg.SampleRatio <= 0 || cfg.SampleRatio > 1 {
 				return Local("usage", "--sample-ratio must be in (0, 1]")
 			}
+			if cfg.WaitTimeout <= 0 {
+				return Local("usage", "--wait-timeout must be positive")
+			}
+			if cfg.MetricsAddress != "" && !cfg.WaitDelivered {
+				return Local("usage", "--metrics-address is used only with --wait-delivered")
+			}
 			token, err := bearerToken(tokenFile)
 			if err != nil {
 				return err
@@ -66,8 +89,20 @@ is 1 when every request failed.`,
 			cfg.Token = token
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			shown := false
+			if out := cmd.OutOrStdout(); outputMode(cmd) == "text" && isTerminal(out) {
+				cfg.Progress = func(p loadtest.Progress) {
+					fmt.Fprintf(out, "\r\x1b[K%s", p)
+					shown = true
+				}
+			}
 			rep, err := loadtest.Run(ctx, cfg)
+			if shown { // Run made its last Progress call before it returned
+				fmt.Fprint(cmd.OutOrStdout(), "\r\x1b[K")
+			}
 			switch {
+			case errors.Is(err, loadtest.ErrNoStatistics):
+				return Public("read_statistics_required", "--wait-delivered needs a token with the global read_statistics permission (GET /v1/stats was refused)")
 			case errors.Is(err, loadtest.ErrNotLoopback):
 				return Local("not_loopback", "%v", err)
 			case errors.Is(err, loadtest.ErrInvalidConfig):
@@ -77,6 +112,11 @@ is 1 when every request failed.`,
 			}
 			if rep.Requests > 0 && rep.Errors == rep.Requests {
 				e := Public("all_requests_failed", "all %d requests failed (%s)", rep.Requests, errorSummary(rep.ErrorsByStatus))
+				e.Result = rep
+				return e
+			}
+			if d := rep.Delivery; d != nil && !d.Drained {
+				e := Public("not_delivered", "the backlog did not drain within %s after the last request: %d pending", cfg.WaitTimeout, d.Pending)
 				e.Result = rep
 				return e
 			}
@@ -101,6 +141,11 @@ is 1 when every request failed.`,
 	f.DurationVar(&cfg.RequestTimeout, "timeout", loadtest.DefaultRequestTimeout, "timeout of each request")
 	f.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port on loopback to export spans to")
 	f.Float64Var(&cfg.SampleRatio, "sample-ratio", loadtest.DefaultSampleRatio, "fraction of requests whose traces are sampled, in (0, 1]")
+	f.BoolVar(&cfg.WaitDelivered, "wait-delivered", false,
+		"after the last request, wait for the outbox backlog to drain and report delivery throughput and lag (needs read_statistics)")
+	f.DurationVar(&cfg.WaitTimeout, "wait-timeout", loadtest.DefaultWaitTimeout, "longest wait for the backlog to drain with --wait-delivered")
+	f.StringVar(&cfg.MetricsAddress, "metrics-address", "",
+		"the server's Prometheus listener on loopback (e.g. 127.0.0.1:9464), for the commit→archived lag of --wait-delivered")
 	return cmd
 }
 

@@ -27,6 +27,11 @@ const (
 	DefaultDuration       = 30 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultSampleRatio    = 1.0
+	// DefaultWaitTimeout bounds the wait for the backlog to drain
+	// (Config.WaitDelivered).
+	DefaultWaitTimeout = 2 * time.Minute
+	// ProgressInterval is the time between two Config.Progress calls.
+	ProgressInterval = time.Second
 	// DefaultInputTemplate fits the place_order command of the embedded
 	// development contract (riffdb server run --dev).
 	DefaultInputTemplate = `{"order_id":"lt-{{run}}-{{n}}","amount_cents":{{n}}}`
@@ -42,6 +47,9 @@ var (
 	// ErrInvalidConfig is returned, wrapped with the reason, for a Config
 	// that cannot run (bad template, negative counts, missing token, …).
 	ErrInvalidConfig = errors.New("loadtest: invalid configuration")
+	// ErrNoStatistics is returned by a WaitDelivered run whose token may
+	// not read the server's statistics (GET /v1/stats answered 401 or 403).
+	ErrNoStatistics = errors.New("loadtest: waiting for delivery needs a token with the global read_statistics permission")
 )
 
 // Config describes one load-test run. The zero value of every field but
@@ -92,14 +100,40 @@ type Config struct {
 	// Logger receives progress and per-request failures; nil means none.
 	Logger *zap.Logger
 
+	// Progress, when set, is called every ProgressInterval while the run
+	// and its wait for delivery last, from one goroutine, with the numbers
+	// so far. With a token that has read_statistics the snapshot holds the
+	// server's pending backlog of the database.
+	Progress func(Progress)
+	// WaitDelivered makes Run wait, after the last request, until the
+	// server's pending backlog of the database is 0 (polling GET /v1/stats,
+	// which needs read_statistics) and report the delivery in
+	// Report.Delivery. A token without read_statistics is refused with
+	// ErrNoStatistics before any request is sent.
+	WaitDelivered bool
+	// WaitTimeout bounds the wait for the backlog to drain
+	// (DefaultWaitTimeout).
+	WaitTimeout time.Duration
+	// MetricsAddress is the server's Prometheus endpoint ("127.0.0.1:9464"
+	// or a URL; loopback only). With WaitDelivered, the commit→archived lag
+	// percentiles come from the change of its riffdb_outbox_delivery_lag_seconds
+	// histogram over the run; empty means the lag is not reported.
+	MetricsAddress string
+
 	// scheduled, when set, is called once the open loop has queued its last
 	// request (tests of coordinated-omission accounting).
 	scheduled func()
+	// now and tick replace the clock and the ProgressInterval ticker of
+	// the progress and delivery loops (tests).
+	now  func() time.Time
+	tick <-chan time.Time
 }
 
 // settings is a validated Config with defaults applied.
 type settings struct {
 	Config
+	base     string // server base URL, without a trailing slash
+	metrics  string // metrics URL, "" without MetricsAddress
 	target   string // full command URL
 	parts    []string
 	runID    string
@@ -120,6 +154,7 @@ func (c Config) validate() (*settings, error) {
 	s.Duration = cmp.Or(c.Duration, DefaultDuration)
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
 	s.SampleRatio = cmp.Or(c.SampleRatio, DefaultSampleRatio)
+	s.WaitTimeout = cmp.Or(c.WaitTimeout, DefaultWaitTimeout)
 	s.template = cmp.Or(c.InputTemplate, DefaultInputTemplate)
 	s.closed = c.Rate == 0
 	switch {
@@ -129,7 +164,7 @@ func (c Config) validate() (*settings, error) {
 		return nil, invalid("the concurrency must be positive")
 	case s.Concurrency > 10000:
 		return nil, invalid("the concurrency must be at most 10000")
-	case s.Duration < 0 || s.RequestTimeout < 0:
+	case s.Duration < 0 || s.RequestTimeout < 0 || s.WaitTimeout < 0:
 		return nil, invalid("durations must be positive")
 	case math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0:
 		return nil, invalid("the rate must be a positive number of requests per second")
@@ -144,12 +179,25 @@ func (c Config) validate() (*settings, error) {
 	if !s.closed && time.Duration(float64(time.Second)/c.Rate) <= 0 {
 		return nil, invalid("the rate is too high")
 	}
-	u, err := targetURL(c.Address)
+	u, err := targetURL(c.Address, "server")
 	if err != nil {
 		return nil, err
 	}
-	s.target = strings.TrimRight(u.String(), "/") + "/v1/databases/" + url.PathEscape(s.Database) +
-		"/commands/" + url.PathEscape(s.Command)
+	s.base = strings.TrimRight(u.String(), "/")
+	s.target = s.base + "/v1/databases/" + url.PathEscape(s.Database) + "/commands/" + url.PathEscape(s.Command)
+	if c.MetricsAddress != "" {
+		m, err := targetURL(c.MetricsAddress, "metrics")
+		if err != nil {
+			return nil, err
+		}
+		if m.Path == "" || m.Path == "/" {
+			m.Path = "/metrics"
+		}
+		s.metrics = m.String()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if c.TracerProvider == nil && c.OTLPEndpoint != "" {
 		host, _, err := net.SplitHostPort(c.OTLPEndpoint)
 		if err != nil {
@@ -181,23 +229,24 @@ func (c Config) validate() (*settings, error) {
 	return s, nil
 }
 
-// targetURL parses and checks the server address.
-func targetURL(addr string) (*url.URL, error) {
+// targetURL parses and checks an address; role names it in errors ("server",
+// "metrics").
+func targetURL(addr, role string) (*url.URL, error) {
 	if addr == "" {
-		return nil, invalid("no server address")
+		return nil, invalid("no %s address", role)
 	}
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
 	u, err := url.Parse(addr)
 	if err != nil || u.Host == "" {
-		return nil, invalid("the server address is not a valid URL")
+		return nil, invalid("the %s address is not a valid URL", role)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, invalid("the server address must be an http or https URL")
+		return nil, invalid("the %s address must be an http or https URL", role)
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, invalid("the server address must not carry credentials, a query or a fragment")
+		return nil, invalid("the %s address must not carry credentials, a query or a fragment", role)
 	}
 	if !loopbackHost(u.Hostname()) {
 		return nil, ErrNotLoopback

@@ -37,9 +37,30 @@
 // generator is a tool, not a core package, so it may own an SDK provider; it
 // installs nothing global.
 //
+// # Progress and delivery
+//
+// With Config.Progress the run reports a snapshot every ProgressInterval:
+// elapsed time, requests, rate, errors and the p99 so far, and the server's
+// pending outbox deliveries of the database when the token may read the
+// statistics (GET /v1/stats; a refusal stops the polling for the run). The
+// CLI prints it as a line rewritten in place, on a terminal only.
+//
+// With Config.WaitDelivered the run reads the stats before the first
+// request (a token without read_statistics is refused with ErrNoStatistics
+// before anything is sent) and, after the last request, polls them until
+// the backlog is 0 or Config.WaitTimeout has passed. Report.Delivery then
+// holds the events delivered (the change of completed_deliveries), the time
+// from the start and after the last request, and the throughput. The
+// commit→archived lag is read from the server's own histogram
+// riffdb_outbox_delivery_lag_seconds at Config.MetricsAddress, scraped
+// before the first request and after the wait: its change is the run's
+// deliveries, whose p50 and p99 are interpolated within the buckets as
+// PromQL's histogram_quantile does (so they are as coarse as the buckets).
+// Stats carry no lag, which is why the metrics endpoint is the source.
+//
 // # Safety
 //
-// The target (and the OTLP endpoint) must be a loopback address:
+// The target (and the OTLP and metrics endpoints) must be a loopback address:
 // 127.0.0.0/8, ::1 or localhost. The address is checked before the run and
 // every dialed connection is checked again, so a name that resolves elsewhere
 // is refused too.

@@ -50,6 +50,9 @@ type Report struct {
 	Slowest []Sample `json:"slowest"`
 	// Interrupted is set when the context ended the run early.
 	Interrupted bool `json:"interrupted"`
+	// Delivery is the server's delivery of the run's events into the
+	// archive, measured by Config.WaitDelivered; absent otherwise.
+	Delivery *Delivery `json:"delivery,omitempty"`
 }
 
 // Percentiles are latencies in milliseconds. P50 … P999 come from the HDR
@@ -214,6 +217,20 @@ func (r *Report) String() string {
 	p := r.LatencyMillis
 	b = fmt.Appendf(b, "latency (ms, from %s): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n",
 		r.LatencyFrom, p.P50, p.P90, p.P99, p.P999, p.Max)
+	if d := r.Delivery; d != nil {
+		verdict := "drained"
+		if !d.Drained {
+			verdict = fmt.Sprintf("NOT drained (%d pending at the timeout)", d.Pending)
+		}
+		b = fmt.Appendf(b, "delivery: %s after %.3fs  delivered=%d in %.3fs  throughput=%.0f/s\n",
+			verdict, d.DrainSeconds, d.DeliveredEvents, d.Seconds, d.Throughput)
+		if l := d.LagMillis; l != nil {
+			b = fmt.Appendf(b, "commit→archived lag (ms, %d deliveries, from %s): p50 %.3f  p99 %.3f  (command latency p50 %.3f  p99 %.3f)\n",
+				l.Count, LagMetric, l.P50, l.P99, p.P50, p.P99)
+		} else {
+			b = append(b, "commit→archived lag: not measured (no metrics address, or no delivery in its histogram)\n"...)
+		}
+	}
 	for i, s := range r.Slowest {
 		status := "-"
 		if s.Status != 0 {

@@ -74,6 +74,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	// speculatively and never used: left open, they would hold up the
 	// server's graceful shutdown.
 	defer conns.closeAll()
+	stats := &statsClient{s: s, client: &http.Client{Timeout: s.RequestTimeout, Transport: newTransport(s, conns),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	var first dbStats
+	var lagBefore map[float64]float64
+	if s.WaitDelivered {
+		if first, err = stats.get(ctx); err != nil {
+			return Report{}, err
+		}
+		if s.metrics != "" {
+			if lagBefore, err = stats.lagBuckets(ctx); err != nil {
+				return Report{}, err
+			}
+		}
+	}
 
 	rep := Report{Mode: "closed", LatencyFrom: "send", Target: s.target, RunID: s.runID,
 		Concurrency: s.Concurrency, Rate: s.Rate}
@@ -84,7 +98,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		zap.Int("requests", s.Requests), zap.Int("concurrency", s.Concurrency), zap.Float64("rate", s.Rate),
 		zap.Duration("duration", s.Duration), zap.String("run_id", s.runID))
 
-	start := time.Now()
+	start, clockStart := time.Now(), s.now()
+	var draining atomic.Bool
+	if s.Progress != nil {
+		r.live = newLive()
+		stop, done := make(chan struct{}), make(chan struct{})
+		p := &progressLoop{s: s, live: r.live, stats: stats, start: clockStart, draining: draining.Load}
+		go func() { defer close(done); p.run(ctx, stop) }()
+		// The loop ends before Run returns, so no call follows the report.
+		defer func() { close(stop); <-done }()
+	}
 	recs := r.run(ctx, start)
 	elapsed := time.Since(start)
 	total := newRecorder()
@@ -94,6 +117,21 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	total.fill(&rep, elapsed)
 	s.Logger.Info("load test done", zap.Int64("requests", rep.Requests), zap.Int64("errors", rep.Errors),
 		zap.Duration("elapsed", elapsed))
+	if s.WaitDelivered && ctx.Err() == nil {
+		draining.Store(true)
+		d, err := stats.waitDelivered(ctx, first, clockStart, s.now())
+		if err != nil && ctx.Err() == nil {
+			return rep, err
+		}
+		if d != nil && lagBefore != nil {
+			after, err := stats.lagBuckets(ctx)
+			if err != nil && ctx.Err() == nil {
+				return rep, err
+			}
+			d.LagMillis = lagPercentiles(lagBefore, after)
+		}
+		rep.Delivery = d
+	}
 	if ctx.Err() != nil {
 		rep.Interrupted = true
 		return rep, context.Cause(ctx)
@@ -124,6 +162,19 @@ var errNotLoopbackDial = errors.New("loadtest: refusing to connect to a non-loop
 // newClient builds the HTTP client: loopback-only dialing, no proxy, no
 // redirects, and otelhttp for the client span and the traceparent header.
 func newClient(s *settings, tp trace.TracerProvider, conns *connSet) *http.Client {
+	return &http.Client{
+		Timeout: s.RequestTimeout,
+		Transport: otelhttp.NewTransport(newTransport(s, conns),
+			otelhttp.WithTracerProvider(tp),
+			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelhttp.WithPropagators(propagation.TraceContext{})),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// newTransport is the loopback-only transport, without a proxy, whose
+// connections conns tracks.
+func newTransport(s *settings, conns *connSet) *http.Transport {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
 		if err != nil {
@@ -134,7 +185,7 @@ func newClient(s *settings, tp trace.TracerProvider, conns *connSet) *http.Clien
 		}
 		return nil
 	}}
-	base := &http.Transport{
+	return &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dialer.DialContext(ctx, network, addr)
@@ -147,14 +198,6 @@ func newClient(s *settings, tp trace.TracerProvider, conns *connSet) *http.Clien
 		MaxIdleConnsPerHost: s.Concurrency,
 		IdleConnTimeout:     30 * time.Second,
 		ForceAttemptHTTP2:   false,
-	}
-	return &http.Client{
-		Timeout: s.RequestTimeout,
-		Transport: otelhttp.NewTransport(base,
-			otelhttp.WithTracerProvider(tp),
-			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-			otelhttp.WithPropagators(propagation.TraceContext{})),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 
@@ -194,6 +237,15 @@ type runner struct {
 	s      *settings
 	tracer trace.Tracer
 	client *http.Client
+	live   *live // nil without Config.Progress
+}
+
+// record counts o in the worker's recorder and in the live numbers.
+func (r *runner) record(rec *recorder, o outcome) {
+	rec.record(o)
+	if r.live != nil {
+		r.live.record(o)
+	}
 }
 
 type job struct {
@@ -225,7 +277,7 @@ func (r *runner) run(ctx context.Context, start time.Time) []*recorder {
 					if !now.Before(deadline) {
 						return
 					}
-					recs[w].record(r.do(ctx, seq, now))
+					r.record(recs[w], r.do(ctx, seq, now))
 				}
 			})
 		}
@@ -239,7 +291,7 @@ func (r *runner) run(ctx context.Context, start time.Time) []*recorder {
 		recs[w] = newRecorder()
 		wg.Go(func() {
 			for j := range jobs {
-				recs[w].record(r.do(ctx, j.seq, j.intended))
+				r.record(recs[w], r.do(ctx, j.seq, j.intended))
 			}
 		})
 	}

@@ -202,3 +202,34 @@ func BenchmarkPlaceOrder(b *testing.B) {
 	b.ReportMetric(rep.LatencyMillis.P99, "p99-ms")
 	b.ReportMetric(rep.Throughput, "req/s")
 }
+
+// TestWaitDeliveredAgainstRiffdb: against a real server the run waits until
+// the archive holds every event of the run, and reports the delivery and
+// the commit→archived lag from the server's own histogram; the progress
+// snapshots carry the server's backlog.
+func TestWaitDeliveredAgainstRiffdb(t *testing.T) {
+	s, token := servertest.StartDev(t, t.TempDir())
+	var mu sync.Mutex
+	var snaps []loadtest.Progress
+	cfg := loadtest.Config{Address: "http://" + s.APIAddr(), Token: token, Requests: 120, Concurrency: 4,
+		WaitDelivered: true, MetricsAddress: s.MetricsAddr(),
+		Progress: func(p loadtest.Progress) { mu.Lock(); snaps = append(snaps, p); mu.Unlock() }}
+	rep, err := loadtest.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Delivery
+	if rep.Succeeded != 120 || d == nil || !d.Drained || d.Pending != 0 || d.DeliveredEvents != 120 || d.Throughput <= 0 {
+		t.Fatalf("report %+v delivery %+v", rep, d)
+	}
+	if l := d.LagMillis; l == nil || l.Count != 120 || l.P50 <= 0 || l.P99 < l.P50 {
+		t.Fatalf("lag %+v", d.LagMillis)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range snaps { // a run of a second or more has snapshots
+		if p.Pending == nil {
+			t.Fatalf("snapshot without the backlog: %+v", p)
+		}
+	}
+}
