@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help run test deps lint unit race bench inspect-steps dashboards loadtest reliability clean
+.PHONY: help run test deps lint unit race bench inspect-steps dashboards loadtest reliability e2e-tracing clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ reliability: ## the reliability campaign (200 SIGKILLs, crash points, archive fa
 
 loadtest: ## traced load against a running dev server (start `make run` first)
 	$(GO) run ./cmd/riffdb loadtest --token-file riffdb-dev/dev-token --rate 500 --duration 10s
+
+e2e-tracing: ## opt-in: build Jaeger v1.76.0 (tools/jaeger; ~8 min once, cached in bin/), trace the server and a loadtest into it, check the traces via its query API
+	./scripts/e2e-tracing.sh
 
 clean: ## remove build and dev-run outputs
 	rm -rf bin riffdb-dev
