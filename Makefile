@@ -5,7 +5,7 @@ PKGS ?= ./...
 .PHONY: help run test deps lint unit race bench inspect-steps dashboards loadtest reliability e2e-tracing clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 run: ## run the server on the embedded default configuration (data in ./riffdb-dev)
 	$(GO) run ./cmd/riffdb server run --dev
