@@ -18,10 +18,11 @@ deps: ## install what the tests need (promtool, staticcheck) when missing
 lint: ## gofmt, go vet, staticcheck, cross-platform build, go mod tidy check
 	./scripts/lint.sh
 
-unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); prints the damage matrix
-	@mkdir -p bin && rm -f bin/damage-matrix.md
-	RIFFDB_DAMAGE_REPORT=$(CURDIR)/bin/damage-matrix.md $(GO) test -count=1 -timeout 20m $(PKGS)
+unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); prints the damage matrix and the live Prometheus table
+	@mkdir -p bin && rm -f bin/damage-matrix.md bin/prometheus-live.txt
+	RIFFDB_DAMAGE_REPORT=$(CURDIR)/bin/damage-matrix.md RIFFDB_PROMETHEUS_REPORT=$(CURDIR)/bin/prometheus-live.txt $(GO) test -count=1 -timeout 20m $(PKGS)
 	@if [ -s bin/damage-matrix.md ]; then echo "== damage matrix (e2e TestDamageMatrix): every file of every store damaged, inspected and started =="; cat bin/damage-matrix.md; fi
+	@if [ -s bin/prometheus-live.txt ]; then echo "== live Prometheus (e2e TestPrometheusEvaluatesDashboardsAndAlerts): every recording rule and panel query, phase and series =="; cat bin/prometheus-live.txt; fi
 
 race: ## go test -race ./... (the end-to-end tests drive a binary built without -race)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
