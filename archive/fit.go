@@ -39,7 +39,9 @@ func (s *Store) checkFreeSpace(charge int64) error {
 // anything. Fit writes nothing.
 func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n int, err error) {
 	ctx, span := s.tracer.Start(ctx, "riffdb.archive.quota.check", trace.WithAttributes(s.dbAttr, attribute.Int("riffdb.group.size", len(keys))))
+	start := s.clock()
 	defer func() {
+		s.checkDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)
 		if err == nil {
 			result := "fits"
 			if n < len(keys) {

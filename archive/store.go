@@ -50,6 +50,7 @@ type Store struct {
 
 	tracer    trace.Tracer
 	txnDur    metric.Float64Histogram
+	checkDur  metric.Float64Histogram // riffdb.archive.quota.check.duration
 	accepted  metric.Int64Counter
 	decisions metric.Int64Counter
 	gauges    metric.Registration

@@ -34,6 +34,10 @@ func (s *Store) initTelemetry(opts Options) error {
 		metric.WithDescription("Duration of archive transactions.")); err != nil {
 		return fmt.Errorf("archive: telemetry: %w", err)
 	}
+	if s.checkDur, err = m.Float64Histogram("riffdb.archive.quota.check.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of group quota checks (Fit), failed ones included.")); err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
 	if s.accepted, err = m.Int64Counter("riffdb.archive.accepted.events",
 		metric.WithDescription("Events handled by archive acceptance, by result (stored, duplicate, refused).")); err != nil {
 		return fmt.Errorf("archive: telemetry: %w", err)

@@ -56,6 +56,9 @@ func TestTelemetry(t *testing.T) {
 	if !hasMetric(m, "riffdb.archive.txn.duration") {
 		t.Fatal("no txn.duration")
 	}
+	if n := histogramCount(m, "riffdb.archive.quota.check.duration"); n != 1 {
+		t.Fatalf("quota.check.duration holds %d measurements, want 1 (one Fit)", n)
+	}
 	names := map[string]int{}
 	for _, sp := range spans.Ended() {
 		names[sp.Name()]++
@@ -152,4 +155,17 @@ func TestEndSpan(t *testing.T) {
 	if got := succeeded.Attributes(); len(got) != 1 || got[0] != ok {
 		t.Errorf("succeeded span attributes = %v, want %v", got, ok)
 	}
+}
+
+// histogramCount is the number of measurements of the float histogram name.
+func histogramCount(m []metricdata.Metrics, name string) uint64 {
+	var n uint64
+	for _, mm := range m {
+		if h, ok := mm.Data.(metricdata.Histogram[float64]); ok && mm.Name == name {
+			for _, dp := range h.DataPoints {
+				n += dp.Count
+			}
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package primary
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -154,6 +155,7 @@ func (db *DB) runCommitter() {
 			returned = true
 			return
 		}
+		db.tel.groupSize.Record(context.Background(), int64(len(group)), db.tel.groupAttrs)
 		db.syncQ <- job
 	}
 }

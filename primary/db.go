@@ -164,7 +164,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		ready:  make(chan struct{}),
 	}
 	db.frontier.init()
-	tel, err := newTelemetry(opts.TracerProvider, opts.MeterProvider)
+	tel, err := newTelemetry(opts.TracerProvider, opts.MeterProvider, opts.Alias)
 	if err != nil {
 		return nil, err
 	}

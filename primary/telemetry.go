@@ -23,7 +23,16 @@ type telemetry struct {
 	// result), built once at Open: building a set sorts and hashes its
 	// attributes, which is measurable on the commit path.
 	durationAttrs map[[2]string]metric.MeasurementOption
+	// groupSize is riffdb.commit.group.size: the commits of each group the
+	// committer writes as one batch (see committer.go); groupAttrs is its
+	// attribute set (the database alias).
+	groupSize  metric.Int64Histogram
+	groupAttrs metric.MeasurementOption
 }
+
+// groupSizeBuckets are the boundaries of riffdb.commit.group.size: powers of
+// two up to maxGroup.
+var groupSizeBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
 
 // results are every result label Execute records (see resultOf).
 var results = []string{"committed", "replayed", "unknown_command", "invalid_input",
@@ -57,7 +66,7 @@ func (db *DB) prepareDurationAttrs(commands []string) {
 	}
 }
 
-func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, error) {
+func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, alias string) (telemetry, error) {
 	m := mp.Meter(instrumentationName)
 	d, err := m.Float64Histogram("riffdb.command.duration",
 		metric.WithUnit("s"),
@@ -65,7 +74,15 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (telemetry, 
 	if err != nil {
 		return telemetry{}, fmt.Errorf("primary: create command histogram: %w", err)
 	}
-	return telemetry{tracer: tp.Tracer(instrumentationName), duration: d}, nil
+	g, err := m.Int64Histogram("riffdb.commit.group.size",
+		metric.WithUnit("{command}"),
+		metric.WithDescription("Commits written together as one batch and one WAL sync (group commit)."),
+		metric.WithExplicitBucketBoundaries(groupSizeBuckets...))
+	if err != nil {
+		return telemetry{}, fmt.Errorf("primary: create commit group histogram: %w", err)
+	}
+	return telemetry{tracer: tp.Tracer(instrumentationName), duration: d, groupSize: g,
+		groupAttrs: metric.WithAttributeSet(attribute.NewSet(attrkey.Database.String(alias)))}, nil
 }
 
 // traceParent returns the W3C traceparent of the span in ctx, or "".

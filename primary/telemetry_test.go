@@ -65,4 +65,23 @@ func TestCommandSpanMetricAndTraceParent(t *testing.T) {
 	if results["committed"] != 1 || results["unknown_command"] != 1 {
 		t.Fatalf("riffdb.command.duration by result = %v", results)
 	}
+	// One commit went through the committer: one group of one.
+	var groups, commits int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "riffdb.commit.group.size" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[int64]).DataPoints {
+				if d, _ := dp.Attributes.Value("riffdb.database"); d.AsString() != "orders" {
+					t.Fatalf("riffdb.commit.group.size without the database label: %v", dp.Attributes)
+				}
+				groups += int64(dp.Count)
+				commits += dp.Sum
+			}
+		}
+	}
+	if groups != 1 || commits != 1 {
+		t.Fatalf("riffdb.commit.group.size: %d groups holding %d commits, want 1 and 1", groups, commits)
+	}
 }
