@@ -138,6 +138,12 @@ func Outbox() (dashboard.Dashboard, error) {
 			targets: quantiles("riffdb_archive_txn_duration_seconds", sel, byDB),
 		})).
 		WithPanel(graph(panel{
+			title: "Quota check latency", unit: "s", w: 12, h: 8,
+			description: "How long does the group quota check take before each archive transaction? p50 and p99; exemplars open the claim trace holding it. It reads the archive only when a group might not fit. " +
+				"Related alert: RiffdbOutboxClaimSlow (the check is part of each claim run's work).",
+			targets: quantiles("riffdb_archive_quota_check_duration_seconds", sel, byDB),
+		})).
+		WithPanel(graph(panel{
 			title: "Completion flush latency", unit: "s", w: 12, h: 8,
 			description: "How long do completion transactions on the primary take? p50 and p99; exemplars open the flush trace. " +
 				"Related alert: RiffdbOutboxCompletionSlow (p99 above 1 s for 10 m).",

@@ -37,6 +37,14 @@ func Primary() (dashboard.Dashboard, error) {
 				"Related alert: RiffdbCommandStoreFailed.",
 			targets: []target{q(`(sum by (instance, riffdb_database) (rate(riffdb_command_duration_seconds_count{`+sel+`, result=~"failed|error|closed"}[$__rate_interval])) or sum by (instance, riffdb_database) (rate(riffdb_command_duration_seconds_count{`+sel+`}[$__rate_interval])) * 0) / sum by (instance, riffdb_database) (rate(riffdb_command_duration_seconds_count{`+sel+`}[$__rate_interval]))`, "{{instance}} {{riffdb_database}}")},
 		})).
+		WithPanel(graph(panel{
+			title: "Commit group size", unit: "short", w: 12, h: 8,
+			description: "How many commits share one batch and one WAL sync? Mean commits per group (group commit; the distribution is in riffdb_commit_group_size_bucket). Groups near 1 under heavy load mean commits wait on fsync one after another. " +
+				"No alert: see the fsync time panel and RiffdbCommandSlow.",
+			targets: []target{
+				q(`sum by (instance, riffdb_database) (rate(riffdb_commit_group_size_sum{`+sel+`}[$__rate_interval])) / sum by (instance, riffdb_database) (rate(riffdb_commit_group_size_count{`+sel+`}[$__rate_interval]))`, "{{instance}} {{riffdb_database}} mean"),
+			},
+		})).
 		WithRow(dashboard.NewRowBuilder("HTTP")).
 		WithPanel(graph(panel{
 			title: "HTTP requests by status code", unit: "ops", w: 12, h: 8,
