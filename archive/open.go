@@ -139,9 +139,13 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if err := s.open(ctx, exists, opts); err != nil {
 		return nil, err
 	}
-	if err := s.registerGauges(); err != nil {
-		_ = s.closeDB()
-		return nil, err
+	// With a caller's Monitor, the quota gauges are the Monitor's
+	// (ObserveQuota), which outlive this store; otherwise the store's own.
+	if opts.Monitor == nil {
+		if err := s.registerGauges(); err != nil {
+			_ = s.closeDB()
+			return nil, err
+		}
 	}
 	s.mon.attach(ctx, s)
 	return s, nil

@@ -100,3 +100,38 @@ func endSpan(span trace.Span, err error, ok ...attribute.KeyValue) {
 	}
 	span.End()
 }
+
+// ObserveQuota registers the gauges riffdb.archive.quota.used and
+// riffdb.archive.quota.limit (label riffdb.database = alias) read from m:
+// the last committed accounting of any store opened with m, so that the
+// series stay while the archive is closed for repair (unavailable, refused)
+// and never wait on a transaction. They are absent until a store was first
+// opened with m. A Store opened with Options.Monitor registers no quota
+// gauges of its own; the caller registers these once.
+func (m *Monitor) ObserveQuota(mp metric.MeterProvider, alias string) (metric.Registration, error) {
+	meter := mp.Meter(instrumentationName)
+	used, err := meter.Int64ObservableGauge("riffdb.archive.quota.used", metric.WithUnit("By"),
+		metric.WithDescription("Encoded bytes charged to the archive quota."))
+	if err != nil {
+		return nil, fmt.Errorf("archive: telemetry: %w", err)
+	}
+	limit, err := meter.Int64ObservableGauge("riffdb.archive.quota.limit", metric.WithUnit("By"),
+		metric.WithDescription("Archive quota in encoded bytes."))
+	if err != nil {
+		return nil, fmt.Errorf("archive: telemetry: %w", err)
+	}
+	attrs := metric.WithAttributeSet(attribute.NewSet(attrkey.Database.String(alias)))
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		a := m.acct.Load()
+		if !m.opened.Load() || a == nil {
+			return nil
+		}
+		o.ObserveInt64(used, a.EncodedBytes, attrs)
+		o.ObserveInt64(limit, a.QuotaEncodedBytes, attrs)
+		return nil
+	}, used, limit)
+	if err != nil {
+		return nil, fmt.Errorf("archive: telemetry: %w", err)
+	}
+	return reg, nil
+}

@@ -169,3 +169,49 @@ func histogramCount(m []metricdata.Metrics, name string) uint64 {
 	}
 	return n
 }
+
+// TestMonitorQuotaGaugesOutliveTheStore: with a caller's Monitor the quota
+// gauges are the Monitor's: absent before the first open, then the last
+// committed accounting, still served after the store closed (as while the
+// archive is unavailable or refused), and the store registers none of its
+// own (no duplicate series).
+func TestMonitorQuotaGaugesOutliveTheStore(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	mon := new(Monitor)
+	reg, err := mon.ObserveQuota(mp, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasMetric(collect(t, reader), "riffdb.archive.quota.used") {
+		t.Fatal("quota gauges before any store was opened")
+	}
+	opts := testOptions(t, newMemFS(t, false))
+	opts.MeterProvider, opts.Monitor, opts.QuotaEncodedBytes = mp, mon, 1000
+	s := mustOpen(t, opts)
+	k1, r1 := rec(t, testDatabase, 1, 0, "one")
+	mustAccept(t, s, k1, r1, Stored)
+	m := collect(t, reader)
+	if got := gauge(m, "riffdb.archive.quota.used"); got != Charge(k1, r1) {
+		t.Fatalf("quota.used = %d, want %d", got, Charge(k1, r1))
+	}
+	for _, mm := range m {
+		if g, ok := mm.Data.(metricdata.Gauge[int64]); ok && mm.Name == "riffdb.archive.quota.used" && len(g.DataPoints) != 1 {
+			t.Fatalf("quota.used has %d series, want 1", len(g.DataPoints))
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = collect(t, reader)
+	if got, limit := gauge(m, "riffdb.archive.quota.used"), gauge(m, "riffdb.archive.quota.limit"); got != Charge(k1, r1) || limit != 1000 {
+		t.Fatalf("after Close: quota.used = %d, limit = %d; want the last committed values", got, limit)
+	}
+	if err := reg.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if hasMetric(collect(t, reader), "riffdb.archive.quota.used") {
+		t.Fatal("quota gauges after Unregister")
+	}
+}

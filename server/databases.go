@@ -29,6 +29,7 @@ type database struct {
 	unobserve func() error
 
 	unobserveArchive func() error
+	unobserveQuota   func() error // the archive quota gauges (archive.Monitor.ObserveQuota)
 	// monitor serves the archive's last committed accounting, allocated
 	// bytes and engine metrics to stats and scrapes without waiting on an
 	// archive transaction; nil without an outbox section.
@@ -88,6 +89,11 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	} else {
 		log.Warn("archive pebble metrics unavailable", zap.Error(err))
 	}
+	reg, err := d.monitor.ObserveQuota(s.tel.MeterProvider, dc.Alias)
+	if err != nil {
+		return err
+	}
+	d.unobserveQuota = reg.Unregister
 	newWorker := s.newWorker
 	if newWorker == nil {
 		newWorker = outbox.New
@@ -144,6 +150,9 @@ func (d *database) close() error {
 	}
 	if d.unobserveArchive != nil {
 		errs = append(errs, d.unobserveArchive())
+	}
+	if d.unobserveQuota != nil {
+		errs = append(errs, d.unobserveQuota())
 	}
 	return errors.Join(append(errs, d.db.Close())...)
 }
