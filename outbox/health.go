@@ -38,6 +38,13 @@ const (
 	ReasonHistoryBehindArchive = "history_behind_archive"
 )
 
+// Reasons lists every health reason but ReasonNone, in the order metrics
+// report them (riffdb.outbox.health.reason).
+var Reasons = []string{ReasonStarting, ReasonNoDestination, ReasonStartupValidationFailed,
+	ReasonDestinationUnavailable, ReasonCapacityExhausted, ReasonIdentityConflict,
+	ReasonDestinationRefused, ReasonBindingChanged, ReasonIncompatibleFormat, ReasonCorruptContent,
+	ReasonArchiveLostRecords, ReasonHistoryBehindArchive}
+
 // Health is the outbox health of one database.
 type Health struct {
 	State  string    `json:"state"`

@@ -110,6 +110,11 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 	if err != nil {
 		return nil, err
 	}
+	reasonGauge, err := m.Int64ObservableGauge("riffdb.outbox.health.reason",
+		metric.WithDescription("Outbox health reason: 1 for the current reason, 0 for the others, one series per reason (all 0 while healthy)."))
+	if err != nil {
+		return nil, err
+	}
 	missingGauge, err := m.Int64ObservableGauge("riffdb.outbox.archive.missing_records", metric.WithUnit("{event}"),
 		metric.WithDescription("Completed events the archive lost at least (health reason archive_lost_records); 0 otherwise."))
 	if err != nil {
@@ -126,8 +131,15 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 			}
 			o.ObserveInt64(healthGauge, v, metric.WithAttributes(in.db, AttrState.String(s)))
 		}
+		for _, r := range Reasons {
+			v := int64(0)
+			if r == h.Reason {
+				v = 1
+			}
+			o.ObserveInt64(reasonGauge, v, metric.WithAttributes(in.db, AttrReason.String(r)))
+		}
 		return nil
-	}, healthGauge, missingGauge)
+	}, healthGauge, reasonGauge, missingGauge)
 	if err != nil {
 		return nil, err
 	}

@@ -246,6 +246,12 @@ func TestTelemetryOfOneDeliveryCycle(t *testing.T) {
 	if n := sum("riffdb.outbox.health", nil); n != 1 {
 		t.Errorf("health gauge: %d states at 1", n)
 	}
+	if n := sum("riffdb.outbox.health.reason", attrIs("riffdb.reason", "capacity_exhausted")); n != 1 {
+		t.Errorf("health reason gauge capacity_exhausted = %d", n)
+	}
+	if n := sum("riffdb.outbox.health.reason", nil); n != 1 {
+		t.Errorf("health reason gauge: %d reasons at 1", n)
+	}
 }
 
 func hasAttr(kvs []attribute.KeyValue, k string, v attribute.Value) bool {
