@@ -90,9 +90,15 @@ func Outbox() (dashboard.Dashboard, error) {
 		WithPanel(states(panel{
 			title: "Health state over time", w: 24, h: 6,
 			description: "Was the outbox healthy, degraded, paused or stopped, and when? One row per state; the current state has value 1. " +
-				"The reason is not a metric: read outbox.reason in /v1/health or /v1/stats. " +
+				"The next panel says why. " +
 				"Related alerts: RiffdbOutboxStopped (stopped for 2 m), RiffdbOutboxUnhealthy (degraded or paused for 15 m).",
 			targets: []target{q(`max by (`+byDB+`, riffdb_outbox_state) (riffdb_outbox_health{`+sel+`})`, "{{instance}} {{riffdb_database}} {{riffdb_outbox_state}}")},
+		})).
+		WithPanel(states(panel{
+			title: "Health reason over time", w: 24, h: 6,
+			description: "Why was the outbox not healthy, and since when? The current reason has value 1 (starting, destination_unavailable, capacity_exhausted, destination_refused, identity_conflict, corrupt_content, archive_lost_records, …; none while healthy). README's Outbox health table says what to do for each. " +
+				"Related alerts: RiffdbOutboxStopped, RiffdbOutboxUnhealthy.",
+			targets: []target{q(`max by (`+byDB+`, riffdb_reason) (riffdb_outbox_health_reason{`+sel+`}) == 1 or max by (`+byDB+`) (riffdb_outbox_health{`+sel+`}) * 0`, "{{instance}} {{riffdb_database}} {{riffdb_reason}}")},
 		})).
 		WithPanel(graph(panel{
 			title: "Retries per second", unit: "ops", w: 8, h: 8,
