@@ -5,18 +5,16 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/cli"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/loadtest"
 	"github.com/riffdb/riffdb/server"
 	"github.com/riffdb/riffdb/server/servertest"
@@ -243,7 +241,7 @@ func TestLoadtestWaitDeliveredNeedsStatistics(t *testing.T) {
 // shows the numbers so far and the server's backlog, and is erased before
 // the report. In JSON mode the terminal gets the envelope only.
 func TestLoadtestProgressOnTerminal(t *testing.T) {
-	master, slave, err := openLoadtestPTY()
+	master, slave, err := testutil.OpenPTY()
 	if err != nil {
 		t.Skipf("no pseudo-terminal available: %v", err)
 	}
@@ -253,9 +251,9 @@ func TestLoadtestProgressOnTerminal(t *testing.T) {
 	args := []string{"loadtest", "--address", d.addr, "--token-file", d.tokenFile, "-n", "150", "--rate", "100", "-c", "4",
 		"--wait-delivered", "--metrics-address", d.metrics}
 	got := make(chan string, 1)
-	go func() { got <- readUntilMark(master) }()
+	go func() { got <- testutil.ReadUntilMark(master) }()
 	code := cli.Main(args, nil, slave, io.Discard)
-	if _, err := slave.WriteString(ptyMark); err != nil {
+	if _, err := slave.WriteString(testutil.PTYMark); err != nil {
 		t.Fatal(err)
 	}
 	out := <-got
@@ -270,55 +268,13 @@ func TestLoadtestProgressOnTerminal(t *testing.T) {
 		t.Fatalf("the progress line is not erased before the report: %q", out)
 	}
 
-	go func() { got <- readUntilMark(master) }()
+	go func() { got <- testutil.ReadUntilMark(master) }()
 	code = cli.Main(append([]string{"--output", "json"}, args...), nil, slave, io.Discard)
-	if _, err := slave.WriteString(ptyMark); err != nil {
+	if _, err := slave.WriteString(testutil.PTYMark); err != nil {
 		t.Fatal(err)
 	}
 	out = <-got
 	if code != cli.ExitOK || strings.Contains(out, "\x1b") || !strings.HasPrefix(out, "{") {
 		t.Fatalf("JSON mode: exit %d, terminal got %q", code, out)
 	}
-}
-
-const ptyMark = "--MARK--"
-
-// readUntilMark returns what the master side of a pseudo-terminal reads
-// before ptyMark (or before an error).
-func readUntilMark(master *os.File) string {
-	var got []byte
-	buf := make([]byte, 4096)
-	for !bytes.HasSuffix(got, []byte(ptyMark)) {
-		n, err := master.Read(buf)
-		if err != nil {
-			return string(got)
-		}
-		got = append(got, buf[:n]...)
-	}
-	return string(got[:len(got)-len(ptyMark)])
-}
-
-// openLoadtestPTY opens a pseudo-terminal pair (the inspect tests have the
-// same helper in the package's internal tests, out of this package's reach).
-func openLoadtestPTY() (master, slave *os.File, err error) {
-	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fd := int(master.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		master.Close()
-		return nil, nil, err
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
-	if err != nil {
-		master.Close()
-		return nil, nil, err
-	}
-	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		master.Close()
-		return nil, nil, err
-	}
-	return master, slave, nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/testutil"
 )
 
 var updateInspectGolden = flag.Bool("update-inspect-golden", false, "rewrite cli/testdata/inspect/*.golden")
@@ -612,7 +613,7 @@ func TestInspectProgressOnlyOnTerminal(t *testing.T) {
 	if isTerminal(f) || isTerminal(&bytes.Buffer{}) {
 		t.Fatal("a regular file or a buffer is not a terminal")
 	}
-	master, slave, err := openPTY()
+	master, slave, err := testutil.OpenPTY()
 	if err != nil {
 		t.Skipf("no pseudo-terminal available: %v", err)
 	}
@@ -629,7 +630,7 @@ func TestInspectProgressOnlyOnTerminal(t *testing.T) {
 // The same run in JSON mode prints nothing.
 // Not parallel: it replaces inspectClock.
 func TestInspectProgressLineOnTerminal(t *testing.T) {
-	master, slave, err := openPTY()
+	master, slave, err := testutil.OpenPTY()
 	if err != nil {
 		t.Skipf("no pseudo-terminal available: %v", err)
 	}
@@ -668,20 +669,10 @@ func TestInspectProgressLineOnTerminal(t *testing.T) {
 // everything the master side read before it.
 func readPTYUntilMark(t *testing.T, master, slave *os.File) string {
 	t.Helper()
-	const mark = "--MARK--"
-	if _, err := slave.WriteString(mark); err != nil {
+	if _, err := slave.WriteString(testutil.PTYMark); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
-	buf := make([]byte, 4096)
-	for !bytes.HasSuffix(got, []byte(mark)) {
-		n, err := master.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, buf[:n]...)
-	}
-	return string(got[:len(got)-len(mark)])
+	return testutil.ReadUntilMark(master)
 }
 
 // fakeWriter records each Write separately.
@@ -755,30 +746,6 @@ func TestInspectProgressFormat(t *testing.T) {
 			t.Errorf("formatProgress(%d, %d, %d, %v, %v, %v) = %q, want %q", tc.records, tc.bytes, tc.accounted, tc.rate, tc.left, tc.eta, got, tc.want)
 		}
 	}
-}
-
-// openPTY opens a pseudo-terminal pair.
-func openPTY() (master, slave *os.File, err error) {
-	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fd := int(master.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		master.Close()
-		return nil, nil, err
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
-	if err != nil {
-		master.Close()
-		return nil, nil, err
-	}
-	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		master.Close()
-		return nil, nil, err
-	}
-	return master, slave, nil
 }
 
 // runText runs the CLI in text mode and returns the exit code, stdout and
