@@ -690,8 +690,8 @@ func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
 	// Every pass of the loop is followed by a park: wait for the park that
 	// follows the pass that halted (an earlier pass may have found nothing).
 	for {
-		res := sig.PassEnded.WaitOrTimeout()
-		sig.Parked.WaitOrTimeout()
+		res := sig.PassEnded.WaitOrTimeout(t)
+		sig.Parked.WaitOrTimeout(t)
 		if res.Halted != "" {
 			break
 		}
@@ -702,10 +702,10 @@ func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
 	scanned := b.src.scannedIntents()
 	b.commit(t, 50) // each notifies the parked loop
 	b.w.Wake()
-	if res := sig.PassEnded.WaitOrTimeout(); res.Halted != outbox.ReasonCapacityExhausted {
+	if res := sig.PassEnded.WaitOrTimeout(t); res.Halted != outbox.ReasonCapacityExhausted {
 		t.Fatalf("the interval's pass: %+v, want halted by capacity_exhausted", res)
 	}
-	sig.Parked.WaitOrTimeout()
+	sig.Parked.WaitOrTimeout(t)
 	// Stopping is the barrier: once Stop returns the loop has exited, so
 	// every pass it ran has signalled. Only the one Wake asked for may have
 	// run; a pass started by a commit notification would show as a second
@@ -713,8 +713,8 @@ func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
 	if err := b.w.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sig.PassEnded.RequireEmpty()
-	sig.Parked.RequireEmpty()
+	sig.PassEnded.RequireEmpty(t)
+	sig.Parked.RequireEmpty(t)
 	if got := b.src.scannedIntents(); got != scanned+51 {
 		t.Fatalf("%d intents scanned, want %d: commits started passes while delivery was halted", got, scanned+51)
 	}

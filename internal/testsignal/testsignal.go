@@ -5,8 +5,8 @@
 // A component holds TestSignal fields, unexported and zero in production,
 // and calls Signal at the step. A zero TestSignal does nothing: Signal is a
 // no-op that neither blocks nor allocates. A test calls Init before it starts
-// the component, then WaitOrTimeout to wait for the step and RequireEmpty to
-// assert that it has not happened (again).
+// the component, then WaitOrTimeout(t) to wait for the step and
+// RequireEmpty(t) to assert that it has not happened (again).
 package testsignal
 
 import "time"
@@ -58,44 +58,50 @@ func (s *TestSignal[T]) Signal(v T) {
 }
 
 // WaitC returns the channel the signals arrive on, for a test that selects
-// on it together with other events.
-func (s *TestSignal[T]) WaitC() <-chan T {
-	s.mustInit()
-	return s.ch
-}
+// on it together with other events. Before Init it is nil: a receive from
+// it never completes.
+func (s *TestSignal[T]) WaitC() <-chan T { return s.ch }
 
 // WaitOrTimeout returns the oldest pending signal, waiting for one for up
-// to WaitTimeout; it fails the test if none arrives. Call it from the test's
-// goroutine.
-func (s *TestSignal[T]) WaitOrTimeout() T {
-	s.mustInit()
-	s.tb.Helper()
+// to WaitTimeout; it fails tb if none arrives, or if the signal was never
+// initialised. Call it from the test's goroutine.
+func (s *TestSignal[T]) WaitOrTimeout(tb TB) T {
+	tb.Helper()
+	var zero T
+	if !s.initialised(tb) {
+		return zero
+	}
 	timer := time.NewTimer(WaitTimeout)
 	defer timer.Stop()
 	select {
 	case v := <-s.ch:
 		return v
 	case <-timer.C:
-		s.tb.Fatalf("testsignal: no signal after %v", WaitTimeout)
-		var zero T // not reached: Fatalf ends the test's goroutine
-		return zero
+		tb.Fatalf("testsignal: no signal after %v", WaitTimeout)
+		return zero // not reached: Fatalf ends the test's goroutine
 	}
 }
 
-// RequireEmpty fails the test if a signal is pending. Call it from the
-// test's goroutine.
-func (s *TestSignal[T]) RequireEmpty() {
-	s.mustInit()
-	s.tb.Helper()
+// RequireEmpty fails tb if a signal is pending, or if the signal was never
+// initialised. Call it from the test's goroutine.
+func (s *TestSignal[T]) RequireEmpty(tb TB) {
+	tb.Helper()
+	if !s.initialised(tb) {
+		return
+	}
 	select {
 	case v := <-s.ch:
-		s.tb.Fatalf("testsignal: want no signal, got %+v", v)
+		tb.Fatalf("testsignal: want no signal, got %+v", v)
 	default:
 	}
 }
 
-func (s *TestSignal[T]) mustInit() {
+// initialised reports whether Init was called, failing tb if not: waiting
+// on a signal nobody armed is a bug of the test.
+func (s *TestSignal[T]) initialised(tb TB) bool {
 	if s.ch == nil {
-		panic("testsignal: TestSignal used before Init")
+		tb.Fatalf("testsignal: TestSignal used before Init")
+		return false
 	}
+	return true
 }

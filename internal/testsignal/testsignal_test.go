@@ -18,16 +18,16 @@ func TestSignalThenWait(t *testing.T) {
 	t.Parallel()
 	var s TestSignal[string]
 	s.Init(t)
-	s.RequireEmpty()
+	s.RequireEmpty(t)
 	s.Signal("a")
 	s.Signal("b")
-	if got := s.WaitOrTimeout(); got != "a" {
+	if got := s.WaitOrTimeout(t); got != "a" {
 		t.Fatalf("first signal %q, want a", got)
 	}
-	if got := s.WaitOrTimeout(); got != "b" {
+	if got := s.WaitOrTimeout(t); got != "b" {
 		t.Fatalf("second signal %q, want b", got)
 	}
-	s.RequireEmpty()
+	s.RequireEmpty(t)
 }
 
 func TestWaitForAnotherGoroutine(t *testing.T) {
@@ -36,9 +36,9 @@ func TestWaitForAnotherGoroutine(t *testing.T) {
 	s.Init(t)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Signal(struct{}{}) })
-	s.WaitOrTimeout()
+	s.WaitOrTimeout(t)
 	wg.Wait()
-	s.RequireEmpty()
+	s.RequireEmpty(t)
 	select {
 	case <-s.WaitC():
 		t.Fatal("WaitC delivered a signal already consumed")
@@ -77,7 +77,7 @@ func TestRequireEmptyFailsOnAPendingSignal(t *testing.T) {
 				t.Fatalf("recovered %v, want the recorder's Fatalf", r)
 			}
 		}()
-		s.RequireEmpty()
+		s.RequireEmpty(rec)
 	}()
 	if len(rec.failed) != 1 {
 		t.Fatalf("failures %q, want one", rec.failed)
@@ -95,7 +95,31 @@ func TestSignalNeverBlocks(t *testing.T) {
 	if len(rec.failed) != 1 {
 		t.Fatalf("failures %q, want one overflow report", rec.failed)
 	}
-	if got := s.WaitOrTimeout(); got != 0 {
+	if got := s.WaitOrTimeout(rec); got != 0 {
 		t.Fatalf("oldest signal %d, want 0", got)
+	}
+}
+
+// TestUseBeforeInitFailsTheTest: waiting on a signal that was never
+// initialised fails the test instead of panicking or hanging.
+func TestUseBeforeInitFailsTheTest(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{TB: t}
+	var s TestSignal[int]
+	for _, use := range []func(){func() { s.WaitOrTimeout(rec) }, func() { s.RequireEmpty(rec) }} {
+		func() {
+			defer func() {
+				if r := recover(); r != rec {
+					t.Fatalf("recovered %v, want the recorder's Fatalf", r)
+				}
+			}()
+			use()
+		}()
+	}
+	if len(rec.failed) != 2 {
+		t.Fatalf("failures %q, want two", rec.failed)
+	}
+	if s.WaitC() != nil {
+		t.Fatal("WaitC of an uninitialised signal is not nil")
 	}
 }
