@@ -158,13 +158,7 @@ func (m *Monitor) attach(ctx context.Context, s *Store) {
 	m.clock.Store(&s.clock)
 	m.where.Store(&usedAt{fs: s.fs, real: s.realFS, dir: s.storeDir, log: s.log})
 	m.committed(s, s.acct)
-	var mm *pebble.Metrics
-	if guarded(ctx, s.st, s.timeout, "reading the engine metrics", false, func() error {
-		mm = s.db.Metrics()
-		return nil
-	}) == nil {
-		m.metrics.Store(mm)
-	}
+	m.readMetrics(ctx, s)
 	m.measure()
 	m.store.Store(s)
 	m.opened.Store(true)
@@ -184,6 +178,13 @@ func (m *Monitor) serveMetrics(ctx context.Context, s *Store) {
 	if !m.wantMetrics.CompareAndSwap(true, false) || s.usable() != nil {
 		return
 	}
+	m.readMetrics(ctx, s)
+}
+
+// readMetrics reads s's engine metrics (a guarded storage call) and
+// publishes them. Its callers hold the store: Open, or a writer after its
+// transaction.
+func (m *Monitor) readMetrics(ctx context.Context, s *Store) {
 	var mm *pebble.Metrics
 	if guarded(ctx, s.st, s.timeout, "reading the engine metrics", false, func() error {
 		mm = s.db.Metrics()
