@@ -119,26 +119,57 @@ func connContext(ctx context.Context, _ net.Conn) context.Context {
 	return context.WithValue(ctx, connStartKey{}, time.Now())
 }
 
-// keepAlive decides, before the request is handled, whether its connection
-// may be reused: only a request with a valid bearer token keeps it open, and
-// only while the connection is younger than maxConnectionAge. Unauthenticated
-// requests (the /healthz probe, refused tokens) get "Connection: close", so
-// that nobody without a token can hold a connection past the idle timeout by
-// pinging.
+// keepAlive lets a connection be reused only after a request that
+// authenticated, and only while the connection is younger than
+// maxConnectionAge. Every other response carries "Connection: close": the
+// /healthz probe, requests to routes that take no token (unknown paths and
+// methods), requests without a bearer token and refused tokens (401). So
+// nobody without a valid token can hold a connection past the idle timeout
+// by pinging. It decides from the handler's status instead of
+// authenticating the token itself: the handlers already do, and a second
+// HMAC per request would be work done twice on the command path.
 func (s *Server) keepAlive(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok := false
-		if token, present := statsapi.BearerToken(r); present {
-			_, err := s.creds.Authenticate(token)
-			ok = err == nil
-		}
 		start, _ := r.Context().Value(connStartKey{}).(time.Time)
-		if !ok || (!start.IsZero() && time.Since(start) > maxConnectionAge) {
-			w.Header().Set("Connection", "close")
-		}
-		next.ServeHTTP(w, r)
+		_, bearer := statsapi.BearerToken(r)
+		keep := bearer && authenticatingRoute(r) && (start.IsZero() || time.Since(start) <= maxConnectionAge)
+		next.ServeHTTP(&keepAliveWriter{ResponseWriter: w, keep: keep}, r)
 	})
 }
+
+// authenticatingRoute reports whether r goes to a handler that
+// authenticates its bearer token: a command, /v1/stats or /v1/health.
+func authenticatingRoute(r *http.Request) bool {
+	return isCommandRequest(r) || (r.Method == http.MethodGet && (r.URL.Path == "/v1/stats" || r.URL.Path == "/v1/health"))
+}
+
+// keepAliveWriter adds "Connection: close" to a response unless its request
+// may keep the connection and the handler did not refuse the token.
+type keepAliveWriter struct {
+	http.ResponseWriter
+	keep  bool
+	wrote bool
+}
+
+func (w *keepAliveWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if !w.keep || code == http.StatusUnauthorized {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *keepAliveWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *keepAliveWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // limitedLog logs one message at most once per interval, backing off
 // (doubling up to ceiling) while it keeps recurring, and reports how many

@@ -166,9 +166,9 @@ func get(t *testing.T, addr, path, token string) (int, http.Header) {
 	return resp.StatusCode, resp.Header
 }
 
-// TestUnauthenticatedRequestsDoNotKeepConnections: a liveness ping or a
-// refused token closes its connection after the response; an authenticated
-// request keeps it.
+// TestUnauthenticatedRequestsDoNotKeepConnections: a liveness ping, a
+// request to a route that takes no token, or a refused token closes its
+// connection after the response; an authenticated request keeps it.
 func TestUnauthenticatedRequestsDoNotKeepConnections(t *testing.T) {
 	s, token := startDev(t, nil)
 	for _, tc := range []struct {
@@ -179,7 +179,11 @@ func TestUnauthenticatedRequestsDoNotKeepConnections(t *testing.T) {
 		{"/v1/stats", "", false},
 		{"/v1/stats", "rfd_" + strings.Repeat("A", 43), false},
 		{"/v1/stats", token, true},
-		{"/healthz", token, true},
+		{"/v1/health", token, true},
+		// /healthz takes no token: whatever it is sent, it closes.
+		{"/healthz", token, false},
+		{"/healthz", "rfd_" + strings.Repeat("A", 43), false},
+		{"/no/such/path", token, false},
 	} {
 		c, err := net.Dial("tcp", s.APIAddr())
 		if err != nil {
