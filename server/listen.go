@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/ratelog"
 	"github.com/riffdb/riffdb/statsapi"
 )
 
@@ -74,11 +76,12 @@ type limitListener struct {
 	max      int64
 	active   atomic.Int64
 	rejected atomic.Int64
-	log      *limitedLog
+	log      *ratelog.Logger
 }
 
 func newLimitListener(ln net.Listener, name string, max int, log *zap.Logger) *limitListener {
-	return &limitListener{Listener: ln, name: name, max: int64(max), log: newLimitedLog(log, time.Second, 30*time.Second)}
+	return &limitListener{Listener: ln, name: name, max: int64(max),
+		log: ratelog.New(log.With(zap.String("listener", name), zap.Int("limit", max)), nil, "connection limit reached: refusing new connections", ratelog.Options{})}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -91,7 +94,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.active.Add(-1)
 			l.rejected.Add(1)
 			_ = c.Close()
-			l.log.warn("connection limit reached: refusing new connections", zap.String("listener", l.name), zap.Int64("limit", l.max))
+			l.log.Report("cap", "the listener holds its cap of connections")
 			continue
 		}
 		return &limitedConn{Conn: c, l: l}, nil
@@ -171,56 +174,16 @@ func (w *keepAliveWriter) Write(p []byte) (int, error) {
 // Unwrap gives http.ResponseController the underlying writer.
 func (w *keepAliveWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// limitedLog logs one message at most once per interval, backing off
-// (doubling up to ceiling) while it keeps recurring, and reports how many
-// were suppressed in between. An attacker who makes the server log cannot
-// make it log fast.
-type limitedLog struct {
-	log            *zap.Logger
-	first, ceiling time.Duration
-	mu             sync.Mutex
-	interval       time.Duration
-	last           time.Time
-	suppressed     int64
-}
-
-func newLimitedLog(log *zap.Logger, first, ceiling time.Duration) *limitedLog {
-	return &limitedLog{log: log, first: first, ceiling: ceiling, interval: first}
-}
-
-func (l *limitedLog) warn(msg string, fields ...zap.Field) {
-	if f, ok := l.admit(time.Now()); ok {
-		l.log.Warn(msg, append(fields, f)...)
-	}
-}
-
-// admit reports whether a message at now is logged, with the count of the
-// ones suppressed since the last one logged.
-func (l *limitedLog) admit(now time.Time) (zap.Field, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	since := now.Sub(l.last)
-	if !l.last.IsZero() && since < l.interval {
-		l.suppressed++
-		return zap.Field{}, false
-	}
-	switch {
-	case l.last.IsZero() || since > 2*l.interval:
-		l.interval = l.first // quiet for a while: start over
-	default:
-		l.interval = min(2*l.interval, l.ceiling)
-	}
-	n := l.suppressed
-	l.suppressed, l.last = 0, now
-	return zap.Int64("suppressed", n), true
-}
-
 // errorLogWriter is the http.Server's ErrorLog: TLS handshake failures,
 // accept errors (EMFILE) and malformed requests are logged through zap at
 // warn, rate-limited, instead of unbounded lines on stderr.
-type errorLogWriter struct {
-	name string
-	log  *limitedLog
+type errorLogWriter struct{ log *ratelog.Logger }
+
+// newErrorLog returns the ErrorLog of the listener name: one class per
+// message shape (ratelog.Class), so a flood of one kind of error does not
+// hide another.
+func newErrorLog(log *zap.Logger, name string) *stdlog.Logger {
+	return stdlog.New(&errorLogWriter{log: ratelog.New(log.With(zap.String("listener", name)), nil, "http server error", ratelog.Options{})}, "", 0)
 }
 
 func (w *errorLogWriter) Write(p []byte) (int, error) {
@@ -231,7 +194,7 @@ func (w *errorLogWriter) Write(p []byte) (int, error) {
 	if len(msg) > 512 {
 		msg = msg[:512] + "…"
 	}
-	w.log.warn("http server error", zap.String("listener", w.name), zap.String("error", msg))
+	w.log.Report(ratelog.Class(msg), msg)
 	return len(p), nil
 }
 

@@ -263,40 +263,6 @@ func TestStopCutsOffASlowClientAfterTheGrace(t *testing.T) {
 	}
 }
 
-func TestLimitedLogBacksOff(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	l := newLimitedLog(zap.New(core), time.Second, 8*time.Second)
-	t0 := time.Unix(1000, 0)
-	logged := 0
-	// One attempt every 10 ms for 60 s: 6,000 attempts.
-	for i := range 6000 {
-		if f, ok := l.admit(t0.Add(time.Duration(i) * 10 * time.Millisecond)); ok {
-			logged++
-			l.log.Warn("x", f)
-		}
-	}
-	// 0, 1, 3, 7, 15, 23, … s: the interval doubles to 8 s, then stays.
-	if logged < 5 || logged > 12 {
-		t.Fatalf("logged %d of 6000", logged)
-	}
-	var suppressed int64
-	for _, e := range logs.All() {
-		suppressed += e.ContextMap()["suppressed"].(int64)
-	}
-	// Every attempt is either logged or counted (the last ones are counted
-	// in the next line that will be logged).
-	if total := suppressed + int64(logged) + l.suppressed; total != 6000 {
-		t.Fatalf("logged %d, suppressed %d + %d pending: %d attempts, want 6000", logged, suppressed, l.suppressed, total)
-	}
-	// After a quiet spell it starts over at the first interval.
-	if _, ok := l.admit(t0.Add(10 * time.Minute)); !ok {
-		t.Fatal("not logged after a quiet spell")
-	}
-	if _, ok := l.admit(t0.Add(10*time.Minute + 1500*time.Millisecond)); !ok {
-		t.Fatal("the interval did not start over")
-	}
-}
-
 func scrapeMetrics(t *testing.T, s *Server) string {
 	t.Helper()
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
@@ -343,5 +309,25 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 			t.Fatalf("%s: a slowloris client was still connected after 20 s", addr)
 		}
 		t.Logf("%s: cut off after %v (%v)", addr, time.Since(start).Round(100*time.Millisecond), werr)
+	}
+}
+
+// TestHTTPErrorLogIsRateLimitedPerKind: a flood of one kind of http.Server
+// error (a TLS handshake failure from ever new client ports) writes one
+// line, and another kind still gets its own.
+func TestHTTPErrorLogIsRateLimitedPerKind(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l := newErrorLog(zap.New(core), "api")
+	for i := range 1000 {
+		l.Printf("http: TLS handshake error from 192.0.2.1:%d: EOF", 1024+i)
+	}
+	l.Printf("http: Accept error: accept tcp: too many open files; retrying in 5ms")
+	if n := logs.Len(); n != 2 {
+		t.Fatalf("%d lines for 1001 errors of two kinds, want 2: %v", n, logs.All())
+	}
+	for _, e := range logs.All() {
+		if e.ContextMap()["listener"] != "api" {
+			t.Errorf("line without its listener: %v", e.ContextMap())
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -160,7 +159,7 @@ func (s *Server) open(ctx context.Context) *StartupError {
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
-		ErrorLog: log.New(&errorLogWriter{name: "api", log: newLimitedLog(s.log, time.Second, 30*time.Second)}, "", 0),
+		ErrorLog: newErrorLog(s.log, "api"),
 	}
 	mmux := http.NewServeMux()
 	mmux.Handle("GET /metrics", s.tel.MetricsHandler)
@@ -171,7 +170,7 @@ func (s *Server) open(ctx context.Context) *StartupError {
 		Handler:           mmux,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10,
-		ErrorLog: log.New(&errorLogWriter{name: "metrics", log: newLimitedLog(s.log, time.Second, 30*time.Second)}, "", 0),
+		ErrorLog: newErrorLog(s.log, "metrics"),
 	}
 	return nil
 }
