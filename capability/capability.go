@@ -47,6 +47,12 @@ const (
 	// ManageCapabilities allows creating, listing and revoking capabilities.
 	// Only a global capability satisfies it.
 	ManageCapabilities Permission = "manage_capabilities"
+	// ManageBackups allows taking and listing a database's backups through
+	// the server. A global capability satisfies it for every database; one
+	// scoped to a database, for that database only. (Restoring is offline
+	// and needs no capability: it needs the server stopped and access to
+	// the database's files.)
+	ManageBackups Permission = "manage_backups"
 )
 
 // GlobalOnly reports whether only a global capability can use p: a
@@ -59,7 +65,7 @@ func (p Permission) GlobalOnly() bool {
 const MaxLifetime = 10 * 365 * 24 * time.Hour
 
 // allPermissions lists every permission, in canonical order.
-var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities}
+var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities, ManageBackups}
 
 // AllPermissions returns every known permission, in canonical order.
 func AllPermissions() []Permission { return slices.Clone(allPermissions) }
@@ -71,7 +77,7 @@ func ParsePermission(s string) (Permission, error) {
 	if slices.Contains(allPermissions, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: unknown permission %q (known: execute_commands, read_statistics, read_health, manage_capabilities)",
+	return "", fmt.Errorf("%w: unknown permission %q (known: execute_commands, read_statistics, read_health, manage_capabilities, manage_backups)",
 		ErrInvalid, truncate(s, 64))
 }
 

@@ -21,7 +21,9 @@
 // global capability or by one scoped to that database. Health is in
 // between: the health endpoint accepts read_health from a global capability,
 // which sees every database, or from a scoped one, which sees its own
-// database only. Revoked capabilities satisfy nothing.
+// database only. Taking and listing a database's backups (manage_backups) is
+// a database requirement, like executing commands. Revoked capabilities
+// satisfy nothing.
 //
 // # Expiry
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,8 +213,16 @@ func TestParsePermission(t *testing.T) {
 			t.Fatalf("ParsePermission(%q) = %q, %v", p, got, err)
 		}
 	}
-	if len(capability.AllPermissions()) != 4 {
-		t.Fatal("want 4 permissions")
+	want := []capability.Permission{capability.ExecuteCommands, capability.ReadStatistics, capability.ReadHealth,
+		capability.ManageCapabilities, capability.ManageBackups}
+	if got := capability.AllPermissions(); !slices.Equal(got, want) {
+		t.Fatalf("AllPermissions() = %v, want %v (canonical order)", got, want)
+	}
+	if capability.ManageBackups != "manage_backups" || capability.ManageBackups.GlobalOnly() {
+		t.Fatal("manage_backups must be spelled so and allowed on a database-scoped capability")
+	}
+	if _, err := capability.ParsePermission("backup"); err == nil || !strings.Contains(err.Error(), "manage_backups") {
+		t.Fatalf("the unknown-permission error does not list manage_backups: %v", err)
 	}
 	for _, s := range []string{"", "READ_HEALTH", "read_health ", "admin"} {
 		if _, err := capability.ParsePermission(s); !errors.Is(err, capability.ErrInvalid) {
@@ -564,4 +573,27 @@ func TestCorruptStore(t *testing.T) {
 			t.Fatalf("err = %v, want ErrCorrupt", err)
 		}
 	})
+}
+
+// TestManageBackupsScoped: manage_backups may be granted to a capability
+// scoped to one database, is stored in canonical order after the older
+// permissions, and allows that database only.
+func TestManageBackupsScoped(t *testing.T) {
+	s, _ := setup(t)
+	tok, c, err := s.Create("ops", []capability.Permission{capability.ManageBackups, capability.ExecuteCommands, capability.ManageBackups}, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []capability.Permission{capability.ExecuteCommands, capability.ManageBackups}
+	if !slices.Equal(c.Permissions, want) {
+		t.Fatalf("permissions = %v, want %v", c.Permissions, want)
+	}
+	got, err := s.Authenticate(tok)
+	if err != nil || !slices.Equal(got.Permissions, want) {
+		t.Fatalf("authenticate = %+v, %v", got, err)
+	}
+	if !got.Allows(capability.ManageBackups, "orders") || got.Allows(capability.ManageBackups, "billing") ||
+		got.Allows(capability.ManageBackups, "") {
+		t.Fatalf("a capability scoped to orders with manage_backups allows the wrong databases: %+v", got)
+	}
 }
