@@ -94,6 +94,9 @@ func (r *rawServer) build(s *Server) error {
 		}
 		s.ShutdownGrace = d
 	}
+	if r.MemoryBudgetBytes != nil {
+		s.MemoryBudgetBytes = *r.MemoryBudgetBytes // range-checked by Validate
+	}
 	return nil
 }
 
@@ -107,5 +110,12 @@ func (d *rawDatabase) build(alias string) Database {
 }
 
 func (o *rawOutbox) build() *Outbox {
-	return &Outbox{Kind: o.Kind, Directory: o.Directory, QuotaEncodedBytes: o.QuotaEncodedBytes}
+	out := &Outbox{Kind: o.Kind, Directory: o.Directory, QuotaEncodedBytes: o.QuotaEncodedBytes,
+		ScrubPagesPerSecond: DefaultScrubPagesPerSecond}
+	if o.ScrubPagesPerSecond != nil {
+		// Out-of-range values are refused by Validate, which names the
+		// option; clamp only what an int cannot hold.
+		out.ScrubPagesPerSecond = int(max(-1, min(*o.ScrubPagesPerSecond, MaxScrubPagesPerSecond+1)))
+	}
+	return out
 }

@@ -29,6 +29,18 @@ const (
 	MaxConnectionsLimit = 1 << 20
 	// MaxDatabases is the most databases one server may host.
 	MaxDatabases = 32
+	// DefaultMemoryBudgetBytes is the process's memory budget for its
+	// storage engines when server.memory_budget_bytes is not set.
+	DefaultMemoryBudgetBytes = 512 << 20
+	// MinMemoryBudgetBytes and MaxMemoryBudgetBytes bound
+	// server.memory_budget_bytes.
+	MinMemoryBudgetBytes = 64 << 20
+	MaxMemoryBudgetBytes = 1 << 40
+	// DefaultScrubPagesPerSecond is the background scrub's rate when an
+	// outbox section does not set scrub_pages_per_second.
+	DefaultScrubPagesPerSecond = 4
+	// MaxScrubPagesPerSecond bounds scrub_pages_per_second.
+	MaxScrubPagesPerSecond = 256
 )
 
 // Server modes.
@@ -97,6 +109,12 @@ type Server struct {
 	// without TLS (server.allow_insecure_listen). Bearer tokens then cross
 	// the network in cleartext.
 	AllowInsecureListen bool
+	// MemoryBudgetBytes is the memory the storage engines of every hosted
+	// database share: one block cache and the memtables, sized from it and
+	// from the number of databases (server.memory_budget_bytes). 0 means
+	// DefaultMemoryBudgetBytes. It bounds the engines, not the Go heap of
+	// requests in flight.
+	MemoryBudgetBytes int64
 }
 
 // Database is one hosted database: table [database] in the single form, or
@@ -118,6 +136,12 @@ type Outbox struct {
 	Kind              string // only "durable_local"
 	Directory         string
 	QuotaEncodedBytes int64 // > 0
+	// ScrubPagesPerSecond is the background scrub's rate, in inspect pages
+	// (at most 256 records and 4 MiB each) per second
+	// (scrub_pages_per_second): the scrub re-reads the whole archive, over
+	// and over, at this bounded rate. 0 disables it. A file that omits the
+	// option gets DefaultScrubPagesPerSecond.
+	ScrubPagesPerSecond int
 }
 
 // Telemetry holds the options of table [telemetry].

@@ -89,7 +89,8 @@ func TestParseSingle(t *testing.T) {
 	if d.Alias != "default" || d.Path != "/srv/secret-db" || d.Contract != "/srv/secret-contract.toml" || d.HistoryRetention != 0 {
 		t.Errorf("database = %+v", d)
 	}
-	wantO := config.Outbox{Kind: "durable_local", Directory: "/srv/secret-outbox", QuotaEncodedBytes: 1 << 30}
+	wantO := config.Outbox{Kind: "durable_local", Directory: "/srv/secret-outbox", QuotaEncodedBytes: 1 << 30,
+		ScrubPagesPerSecond: config.DefaultScrubPagesPerSecond}
 	if d.Outbox == nil || *d.Outbox != wantO {
 		t.Errorf("outbox = %+v, want %+v", d.Outbox, wantO)
 	}
@@ -596,4 +597,44 @@ func withSingle(old, new string) string {
 		panic("test bug: " + old)
 	}
 	return strings.Replace(singleTOML, old, new, 1)
+}
+
+func TestParseResourceOptions(t *testing.T) {
+	c := mustParse(t, singleTOML)
+	if got := c.Server.MemoryBudgetBytes; got != 0 {
+		t.Errorf("default MemoryBudgetBytes = %d, want 0 (the server applies DefaultMemoryBudgetBytes)", got)
+	}
+	if got := c.Databases[0].Outbox.ScrubPagesPerSecond; got != config.DefaultScrubPagesPerSecond {
+		t.Errorf("default ScrubPagesPerSecond = %d, want %d", got, config.DefaultScrubPagesPerSecond)
+	}
+	c = mustParse(t, withSingle("[server]", "[server]\nmemory_budget_bytes = 1073741824")+"scrub_pages_per_second = 0\n")
+	if c.Server.MemoryBudgetBytes != 1<<30 || c.Databases[0].Outbox.ScrubPagesPerSecond != 0 {
+		t.Fatalf("memory budget %d, scrub %d", c.Server.MemoryBudgetBytes, c.Databases[0].Outbox.ScrubPagesPerSecond)
+	}
+	c = mustParse(t, strings.Replace(namedTOML, "quota_encoded_bytes = 4096", "quota_encoded_bytes = 4096\nscrub_pages_per_second = 256", 1))
+	if got := c.Databases[1].Outbox.ScrubPagesPerSecond; got != 256 {
+		t.Fatalf("named scrub_pages_per_second = %d, want 256", got)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{withSingle("[server]", "[server]\nmemory_budget_bytes = 1048576"), "server.memory_budget_bytes must be 0"},
+		{withSingle("[server]", "[server]\nmemory_budget_bytes = -1"), "memory_budget_bytes"},
+		{withSingle("[server]", "[server]\nmemory_budget_bytes = 2199023255552"), "server.memory_budget_bytes must be 0"},
+		{withSingle("[server]", "[server]\nmemory_budget_bytes = \"1G\""), "memory_budget_bytes"},
+		{singleTOML + "scrub_pages_per_second = 257\n", "maintenance.outbox.scrub_pages_per_second must be between 0"},
+		{singleTOML + "scrub_pages_per_second = -1\n", "scrub_pages_per_second"},
+		{singleTOML + "scrub_pages_per_second = 9223372036854775807\n", "scrub_pages_per_second"},
+		{strings.Replace(namedTOML, "quota_encoded_bytes = 4096", "quota_encoded_bytes = 4096\nscrub_pages_per_second = 1000", 1),
+			"databases.orders.outbox.scrub_pages_per_second must be between 0"},
+	} {
+		_, err := config.Parse([]byte(tc.doc), noEnv, config.Overrides{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(...%q) = %v, want an error containing %q", tc.doc[len(tc.doc)-40:], err, tc.want)
+		}
+	}
+	// A hand-built configuration is checked the same way.
+	c = mustParse(t, singleTOML)
+	c.Server.MemoryBudgetBytes = 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "server.memory_budget_bytes") {
+		t.Errorf("Validate(memory budget 1) = %v", err)
+	}
 }

@@ -37,6 +37,7 @@ type rawServer struct {
 	TLSCertPath           string  `toml:"tls_cert_path"`
 	TLSKeyPath            string  `toml:"tls_key_path"`
 	AllowInsecureListen   bool    `toml:"allow_insecure_listen"`
+	MemoryBudgetBytes     *int64  `toml:"memory_budget_bytes"`
 }
 
 // rawDatabase is [database] of the single form: it has no outbox table, the
@@ -62,9 +63,10 @@ type rawMaintenance struct {
 }
 
 type rawOutbox struct {
-	Kind              string `toml:"kind"`
-	Directory         string `toml:"directory"`
-	QuotaEncodedBytes int64  `toml:"quota_encoded_bytes"`
+	Kind                string `toml:"kind"`
+	Directory           string `toml:"directory"`
+	QuotaEncodedBytes   int64  `toml:"quota_encoded_bytes"`
+	ScrubPagesPerSecond *int64 `toml:"scrub_pages_per_second"`
 }
 
 type rawTelemetry struct {
@@ -383,7 +385,7 @@ var scalarTypes = map[string]string{
 	"log_level": "a string", "otlp_endpoint": "a string", "trace_sample_ratio": "a number",
 	"max_connections": "an integer", "metrics_max_connections": "an integer",
 	"shutdown_grace": `a duration string such as "10s"`, "tls_cert_path": "a string", "tls_key_path": "a string",
-	"allow_insecure_listen": "a boolean", "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
+	"allow_insecure_listen": "a boolean", "memory_budget_bytes": "an integer", "scrub_pages_per_second": "an integer", "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
 }
 
 // expected describes what the option at key must hold.

@@ -31,10 +31,12 @@ func TestDevTOML(t *testing.T) {
 			t.Fatalf("root %q: %d databases", root, len(c.Databases))
 		}
 		d := c.Databases[0]
-		if d.Alias != "default" || d.Path != filepath.Join(r, "db") || d.Contract != filepath.Join(r, "contract.toml") {
+		if d.Alias != "default" || d.Path != filepath.Join(r, "db") || d.Contract != filepath.Join(r, "contract.toml") ||
+			d.BackupRoot != filepath.Join(r, "backups") {
 			t.Errorf("root %q: database = %+v", root, d)
 		}
-		want := config.Outbox{Kind: "durable_local", Directory: filepath.Join(r, "outbox"), QuotaEncodedBytes: 1 << 30}
+		want := config.Outbox{Kind: "durable_local", Directory: filepath.Join(r, "outbox"), QuotaEncodedBytes: 1 << 30,
+			ScrubPagesPerSecond: config.DefaultScrubPagesPerSecond}
 		if d.Outbox == nil || *d.Outbox != want {
 			t.Errorf("root %q: outbox = %+v, want %+v", root, d.Outbox, want)
 		}

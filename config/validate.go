@@ -70,6 +70,10 @@ func (c *Config) validateServer() error {
 	if s.MetricsMaxConnections < 0 || s.MetricsMaxConnections > MaxConnectionsLimit {
 		return invalidf("server.metrics_max_connections must be between 0 (derived from the descriptor limit) and %d", MaxConnectionsLimit)
 	}
+	if s.MemoryBudgetBytes != 0 && (s.MemoryBudgetBytes < MinMemoryBudgetBytes || s.MemoryBudgetBytes > MaxMemoryBudgetBytes) {
+		return invalidf("server.memory_budget_bytes must be 0 (the default, %d) or between %d and %d",
+			int64(DefaultMemoryBudgetBytes), int64(MinMemoryBudgetBytes), int64(MaxMemoryBudgetBytes))
+	}
 	if s.ShutdownGrace < 0 || s.ShutdownGrace > MaxShutdownGrace {
 		return invalidf("server.shutdown_grace must be between 0s and %s", MaxShutdownGrace)
 	}
@@ -158,6 +162,9 @@ func (c *Config) validateDatabase(d *Database) error {
 	}
 	if o.QuotaEncodedBytes <= 0 {
 		return invalidf("%s must be set to an integer greater than zero", c.outbox(d, "quota_encoded_bytes"))
+	}
+	if o.ScrubPagesPerSecond < 0 || o.ScrubPagesPerSecond > MaxScrubPagesPerSecond {
+		return invalidf("%s must be between 0 (no background scrub) and %d", c.outbox(d, "scrub_pages_per_second"), MaxScrubPagesPerSecond)
 	}
 	return nil
 }

@@ -20,8 +20,8 @@ var DevContract []byte
 
 // DevSetup prepares the embedded default configuration under root (made
 // absolute): a private data folder, the sample contract, the outbox directory
-// (0700, precreated as the spec requires), and a development token with every
-// permission, created once and kept in root/dev-token (0600). It returns the
+// and the backup root (0700, precreated as the spec requires), and a
+// development token with every permission, created once and kept in root/dev-token (0600). It returns the
 // parsed configuration and the token.
 func DevSetup(root string, env func(string) string, o config.Overrides) (*config.Config, string, error) {
 	root, err := filepath.Abs(root)
@@ -45,11 +45,14 @@ func DevSetup(root string, env func(string) string, o config.Overrides) (*config
 		}
 	}
 	for _, d := range cfg.Databases {
-		if d.Outbox != nil {
-			if err := os.MkdirAll(d.Outbox.Directory, 0o700); err != nil {
+		for _, dir := range []string{d.BackupRoot, outboxDirectory(d)} {
+			if dir == "" {
+				continue
+			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, "", err
 			}
-			if err := os.Chmod(d.Outbox.Directory, 0o700); err != nil {
+			if err := os.Chmod(dir, 0o700); err != nil {
 				return nil, "", err
 			}
 		}
@@ -62,8 +65,7 @@ func DevSetup(root string, env func(string) string, o config.Overrides) (*config
 	if err != nil {
 		return nil, "", err
 	}
-	token, _, err := creds.Create("dev", []capability.Permission{capability.ExecuteCommands,
-		capability.ReadStatistics, capability.ReadHealth, capability.ManageCapabilities}, "")
+	token, _, err := creds.Create("dev", capability.AllPermissions(), "")
 	if err != nil {
 		return nil, "", err
 	}
@@ -71,4 +73,12 @@ func DevSetup(root string, env func(string) string, o config.Overrides) (*config
 		return nil, "", err
 	}
 	return cfg, token, nil
+}
+
+// outboxDirectory returns d's outbox directory, or "" without an outbox.
+func outboxDirectory(d config.Database) string {
+	if d.Outbox == nil {
+		return ""
+	}
+	return d.Outbox.Directory
 }
