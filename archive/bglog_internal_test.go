@@ -25,7 +25,7 @@ func TestBackgroundErrorsArePathFreeAndDeduplicated(t *testing.T) {
 	if perr == nil || !strings.Contains(perr.Error(), root) {
 		t.Fatalf("the test needs a Pebble error naming its path: %v", perr)
 	}
-	o := pebbleOptions(st, vfs.NewMem(), false)
+	o := pebbleOptions(st, vfs.NewMem(), false, engineTuning{})
 	for i := range 6000 {
 		o.EventListener.BackgroundError(fmt.Errorf("creating object %06d: %w", i, &fs.PathError{Op: "open", Path: fmt.Sprintf("%s/archive.pebble/%06d.sst", root, i), Err: syscall.EMFILE}))
 		o.EventListener.BackgroundError(perr)

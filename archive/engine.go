@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -206,12 +207,21 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 	}
 }
 
+// engineTuning is the memory an archive's Pebble uses: a shared block
+// cache (nil: Pebble's default cache of its own) and the memtable size (0:
+// DefaultMemTableSize).
+type engineTuning struct {
+	cache        *pebble.Cache
+	memTableSize uint64
+}
+
 // pebbleOptions returns the archive's Pebble options.
-func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool) *pebble.Options {
+func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTuning) *pebble.Options {
 	o := &pebble.Options{
 		FS:                 fs,
 		FormatMajorVersion: FormatMajorVersion,
-		MemTableSize:       2 << 20, // each WAL file is preallocated to ~1.1x this
+		Cache:              tune.cache,
+		MemTableSize:       cmp.Or(tune.memTableSize, DefaultMemTableSize), // each WAL file is preallocated to ~1.1x this
 		MaxOpenFiles:       256,
 		Logger:             pebbleLogger{st: st},
 		EventListener: &pebble.EventListener{

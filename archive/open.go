@@ -25,6 +25,9 @@ import (
 const (
 	DefaultTxnTimeout   = 5 * time.Second
 	DefaultMinFreeBytes = 64 << 20
+	// DefaultMemTableSize is the memtable size of an archive whose
+	// Options.MemTableSize is 0.
+	DefaultMemTableSize = 2 << 20
 )
 
 // Options configure Open. Zero values mean defaults, except
@@ -76,6 +79,15 @@ type Options struct {
 	// engine metrics to stats and metrics without waiting on the store
 	// (see Monitor). nil: the store has a Monitor of its own.
 	Monitor *Monitor
+
+	// Cache is a block cache shared with other stores of the process (the
+	// caller keeps its own reference and releases it after every store
+	// using it is closed). nil: the store has Pebble's default cache of
+	// its own.
+	Cache *pebble.Cache
+	// MemTableSize is the size of each memtable; 0 means
+	// DefaultMemTableSize. Each WAL file is preallocated to about 1.1× it.
+	MemTableSize uint64
 }
 
 // Open opens the archive in dir (the configured, precreated directory),
@@ -222,7 +234,7 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 		}
 	}
 	s.inst = newInstanceFS(s.fs)
-	o := pebbleOptions(s.st, s.inst, s.realFS)
+	o := pebbleOptions(s.st, s.inst, s.realFS, engineTuning{cache: opts.Cache, memTableSize: opts.MemTableSize})
 	o.ErrorIfNotExists = !create
 	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
 		db, err := pebble.Open(s.storeDir, o)

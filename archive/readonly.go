@@ -96,7 +96,7 @@ func openReadOnly(ctx context.Context, dir string, fs vfs.FS) (*readOnly, error)
 	ro.lock = lock
 	ro.st = &engineState{log: zap.NewNop(), clock: time.Now}
 	ro.timeout = DefaultTxnTimeout
-	o := pebbleOptions(ro.st, fs, ro.real)
+	o := pebbleOptions(ro.st, fs, ro.real, engineTuning{})
 	o.ReadOnly, o.Lock, o.ErrorIfNotExists = true, lock, true
 	err = guarded(ctx, ro.st, ro.timeout, "opening the store read-only", false, func() error {
 		d, err := pebble.Open(ro.storeDir, o)
