@@ -1,24 +1,47 @@
-// Package walfill makes Pebble's new write-ahead log files cheap to sync by
-// writing zeros into their reserved space ahead of the log.
+// Package walfill makes Pebble's write-ahead log files cheap to sync by
+// writing zeros ahead of the log, and keeps the disk they take close to the
+// log they hold.
 //
-// Pebble reserves the next ~1.1 memtables of a new WAL file with
-// fallocate(FALLOC_FL_KEEP_SIZE). On ext4 and XFS that space is made of
-// unwritten extents, so every synced commit into it converts extents and
-// grows the file size, and fdatasync has to commit that metadata through the
-// filesystem journal as well as write the data. Once the space has really
-// been written, overwriting it changes no metadata and fdatasync writes
-// only the data. Pebble gets the same effect from recycled WAL files, but a
-// new store (and any store whose writes outrun recycling) has none. On this
-// project's 2-vCPU ext4 machines a 1 KiB write+fdatasync into written space
-// runs at about 1.35x the rate of one into fallocated or appended space.
-// PostgreSQL zero-fills new WAL segments for the same reason
-// (wal_init_zero).
+// # Why zeros
 //
-// The zeros are written in steps of Step bytes ahead of the log, inside
-// Pebble's reservation, rather than all at once: a 32 MiB memtable reserves
-// 35 MiB, and writing that in one go would stall the first commits of a new
-// store behind one large write and sync. A step costs one memory copy and
-// one larger sync per Step bytes of log.
+// On ext4 and XFS, a synced commit that appends to a file, or that writes
+// into space reserved with fallocate (unwritten extents), changes metadata:
+// the file size, or the extent's written state. fdatasync then has to commit
+// that metadata through the filesystem journal as well as write the data.
+// Once the space has really been written, overwriting it changes no metadata
+// and fdatasync writes only the data. On this project's 2-vCPU ext4 machines
+// a 1 KiB write+fdatasync into written space runs at about 1.35x the rate of
+// one into fallocated or appended space. PostgreSQL zero-fills new WAL
+// segments for the same reason (wal_init_zero).
+//
+// # Where a WAL's disk goes, and what this package changes
+//
+// Pebble sizes a WAL file's space three ways; each is listed with what it
+// costs and what riffdb's stores do about it.
+//
+//   - Reservation. Pebble calls Preallocate on a WAL in blocks of 1.1x
+//     Options.MemTableSize (fallocate with FALLOC_FL_KEEP_SIZE: the blocks
+//     are allocated, the file size does not move). A 32 MiB memtable
+//     reserves 35.2 MiB the moment a WAL takes its second write, however
+//     little is ever logged in it. This package does not pass that
+//     reservation on: it records how far Pebble reserved and only ever
+//     allocates by writing zeros (below), so a WAL's allocated space is its
+//     log plus at most Step bytes. Pebble ignores the error of its own
+//     reservation, so the reservation never promised that a later log write
+//     finds space; nothing that held is lost.
+//   - Zero-fill. Before a write goes past the written space, zeros are
+//     written from there to Step bytes past the write's end (never past
+//     Pebble's reservation). The log then always lands in written space. A
+//     step costs one memory copy and one larger sync per Step bytes of log,
+//     instead of one large write that would stall the first commits of a
+//     new WAL.
+//   - Recycling. By default Pebble keeps up to
+//     MemTableStopWritesThreshold+1 (3) obsolete WAL files, each at the
+//     size it reached (about a memtable of log), to reuse their written
+//     space for later WALs. Zero-fill already gives a new WAL written space,
+//     so Cleaner turns recycling off: an obsolete WAL is deleted once its
+//     memtable is flushed, and a store at rest keeps one WAL of at most a
+//     memtable of log plus Step.
 //
 // Zeros are a clean end of log for Pebble's WAL reader, exactly like the
 // tail of a preallocated or recycled file: a zeroed chunk with no valid
@@ -30,6 +53,7 @@
 package walfill
 
 import (
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -39,7 +63,8 @@ const Step = 1 << 20
 var zeros [Step]byte
 
 // FS wraps a vfs.FS so that the space Pebble reserves in its files is
-// written with zeros ahead of the log.
+// written with zeros ahead of the log, one Step at a time, and never
+// allocated further ahead than that.
 type FS struct {
 	vfs.FS
 }
@@ -79,10 +104,10 @@ type file struct {
 	reserved int64 // end of the space reserved with Preallocate
 }
 
-// Preallocate implements vfs.File: it reserves the space as the wrapped
-// file does (so that ENOSPC shows up there) and records it for filling.
-// At the first reservation it learns the file's size: a recycled WAL is
-// already written that far.
+// Preallocate implements vfs.File: it records the reservation, for filling,
+// without allocating it (see the package documentation). At the first
+// reservation it learns the file's size: a recycled WAL is already written
+// that far.
 func (f *file) Preallocate(offset, length int64) error {
 	if f.reserved == 0 {
 		st, err := f.Stat()
@@ -92,7 +117,7 @@ func (f *file) Preallocate(offset, length int64) error {
 		f.filled = max(f.filled, st.Size())
 	}
 	f.reserved = max(f.reserved, offset+length)
-	return f.File.Preallocate(offset, length)
+	return nil
 }
 
 // Write implements vfs.File. Before writing past the filled space it
@@ -119,4 +144,23 @@ func (f *file) fill(to int64) {
 			return
 		}
 	}
+}
+
+// Cleaner is the pebble.Cleaner of a store whose FS is this package's: it
+// deletes obsolete files exactly as Pebble's default does (its Clean and
+// String are pebble.DeleteCleaner's), and it turns off WAL recycling. Pebble
+// v2 has no option for the latter: it keeps obsolete WALs for reuse unless
+// its Cleaner needs the contents of the files it cleans, which Cleaner
+// declares through a more deeply embedded pebble.ArchiveCleaner (whose
+// Clean and String the shallower DeleteCleaner's hide). The tests of this
+// package fail if a Pebble upgrade stops honouring that.
+type Cleaner struct {
+	pebble.DeleteCleaner
+	needsContents
+}
+
+// needsContents carries pebble.ArchiveCleaner's marker method one level
+// below Cleaner.
+type needsContents struct {
+	pebble.ArchiveCleaner
 }

@@ -30,6 +30,16 @@ func readAll(t *testing.T, path string) []byte {
 	return b
 }
 
+// allocated returns the bytes the filesystem allocated to the file at path.
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
 func allZero(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
 
 func TestWritesFillTheReservationAhead(t *testing.T) {
@@ -61,6 +71,9 @@ func TestWritesFillTheReservationAhead(t *testing.T) {
 	if size() != 5 {
 		t.Fatalf("Preallocate itself wrote: the file is %d bytes", size())
 	}
+	if a := allocated(t, path); a >= walfill.Step {
+		t.Fatalf("Preallocate allocated: %d bytes for a 5-byte file", a)
+	}
 	write([]byte("world"))
 	if size() != 10+walfill.Step {
 		t.Fatalf("after a write into the reservation the file is %d bytes, want the write plus one step", size())
@@ -74,12 +87,8 @@ func TestWritesFillTheReservationAhead(t *testing.T) {
 	if string(b[:10]) != "helloworld" || !bytes.Equal(b[10:10+len(big)], big) || !allZero(b[10+len(big):]) {
 		t.Fatal("the file does not hold the writes followed by zeros")
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Blocks*512 < reserved {
-		t.Fatalf("only %d bytes allocated, want at least %d", st.Blocks*512, reserved)
+	if a := allocated(t, path); a < reserved {
+		t.Fatalf("only %d bytes allocated, want at least the %d written", a, reserved)
 	}
 	write(big) // past the reservation: appended, nothing filled
 	if size() != 10+2*len(big) {
@@ -237,5 +246,56 @@ func copyDir(t *testing.T, src, dst string) {
 		if err := out.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestCleanerDeletesObsoleteWALs commits synced batches through Pebble over
+// many WAL rotations, once with Pebble's default cleaner and once with
+// Cleaner: by default obsolete WALs are kept for recycling, with Cleaner
+// they are deleted, and the one WAL left allocates no more than its log plus
+// one Step (Pebble's 1.1-memtable reservation is not allocated). It fails if
+// a Pebble upgrade stops turning recycling off for Cleaner.
+func TestCleanerDeletesObsoleteWALs(t *testing.T) {
+	const memtable = 256 << 10
+	logs := func(dir string) []string {
+		names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	run := func(cleaner pebble.Cleaner, settled func(logs int) bool) (names []string) {
+		dir := t.TempDir()
+		db, err := pebble.Open(dir, &pebble.Options{FS: walfill.New(vfs.Default), MemTableSize: memtable, Cleaner: cleaner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		value := []byte(strings.Repeat("v", 1000))
+		for i := range 3000 { // about 12 memtables
+			if err := db.Set(fmt.Appendf(nil, "k%06d", i), value, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testutil.WaitFor(t, 10*time.Second, 10*time.Millisecond, "Pebble's flushes and file deletions to finish", func() bool {
+			m := db.Metrics()
+			return m.Flush.NumInProgress == 0 && m.Compact.NumInProgress == 0 && m.MemTable.Count == 1 && settled(len(logs(dir)))
+		})
+		return logs(dir)
+	}
+	if names := run(nil, func(n int) bool { return n >= 2 }); len(names) < 2 {
+		t.Fatalf("with Pebble's default cleaner %d WAL files are left", len(names))
+	}
+	names := run(walfill.Cleaner{}, func(n int) bool { return n == 1 })
+	st, err := os.Stat(names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The live WAL's size includes the zeros written ahead of its log.
+	if a := allocated(t, names[0]); a > st.Size()+64<<10 || st.Size() > memtable*11/10+walfill.Step {
+		t.Fatalf("the live WAL allocates %d bytes for a size of %d: more than its log and one step", a, st.Size())
+	}
+	if got := fmt.Sprint(walfill.Cleaner{}); got != "delete" {
+		t.Fatalf("Cleaner records itself as %q in Pebble's OPTIONS, want delete", got)
 	}
 }
