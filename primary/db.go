@@ -1,6 +1,7 @@
 package primary
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,17 @@ type Options struct {
 	TracerProvider   trace.TracerProvider // nil → noop
 	MeterProvider    metric.MeterProvider // nil → noop
 	Clock            clock.Clock          // nil → clock.Real
+
+	// Cache is a Pebble block cache shared with the process's other stores
+	// (internal/membudget sizes it from the server's memory budget); nil
+	// gives the store Pebble's default cache of its own. Open takes its own
+	// reference, so the caller may Unref its reference once every store
+	// sharing the cache is open.
+	Cache *pebble.Cache
+	// MemTableSize is the size of each of the store's memtables; 0 means
+	// DefaultMemTableSize. The store holds up to two, and each WAL file
+	// holds about one memtable of log (see internal/walfill).
+	MemTableSize uint64
 
 	// IndexGate, when non-nil, makes Open return as soon as the store is
 	// open, with the undelivered index in state IndexUnbuilt; the count
@@ -116,18 +128,21 @@ type DB struct {
 	pruneMu  sync.Mutex
 }
 
-// memTableSize is the primary's Pebble memtable size (Pebble's default is
-// 4 MiB; CockroachDB runs 64 MiB). A commit's intent sorts in one ascending
-// namespace apart from its commit-major event and history keys, so every
-// flush overlaps the whole intent range below it and the L0 compaction that
-// follows rewrites that range: with 8x fewer flushes, that rewriting falls
-// 8x. Interleaved 64-client commits against bare Pebble with its default
-// options went from 0.59-0.65x at 4 MiB to 0.71-0.80x at 16 and 32 MiB
-// (bare Pebble given only this larger memtable gets slower; given this and
-// zero-filled WALs it gets faster, see docs/benchmarks.md). The cost is memory:
-// up to two memtables of this size per database (Pebble grows a new
-// store's memtables up to it), and a longer WAL replay after a crash.
-const memTableSize = 32 << 20
+// DefaultMemTableSize is the primary's Pebble memtable size when
+// Options.MemTableSize is 0, and the largest that internal/membudget gives it
+// (Pebble's default is 4 MiB; CockroachDB runs 64 MiB). A commit's intent
+// sorts in one ascending namespace apart from its commit-major event and
+// history keys, so every flush overlaps the whole intent range below it and
+// the L0 compaction that follows rewrites that range: with 8x fewer flushes,
+// that rewriting falls 8x. Interleaved 64-client commits against bare Pebble
+// with its default options went from 0.59-0.65x at 4 MiB to 0.71-0.80x at 16
+// and 32 MiB (bare Pebble given only this larger memtable gets slower; given
+// this and zero-filled WALs it gets faster, see docs/benchmarks.md). The cost
+// is memory: up to two memtables of this size per database (Pebble grows a
+// new store's memtables up to it), and a longer WAL replay after a crash. A
+// server hosting many databases divides its memory budget among them and
+// gives each a smaller memtable (internal/membudget).
+const DefaultMemTableSize = 32 << 20
 
 // Open opens (creating if needed) the primary database at opts.Path. On first
 // open it creates the database identity (a UUIDv7) and history incarnation 1.
@@ -176,8 +191,13 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	po := &pebble.Options{
 		FS:                 walfill.New(dirlock.FS(opts.FS)),
 		FormatMajorVersion: FormatMajorVersion,
-		MemTableSize:       memTableSize,
-		Logger:             storeLogger{pebbleLogger{db: db}, bglog},
+		MemTableSize:       cmp.Or(opts.MemTableSize, DefaultMemTableSize),
+		Cache:              opts.Cache,
+		// Obsolete WALs are deleted rather than kept for reuse: walfill
+		// gives a new WAL the written space a recycled one would have,
+		// without up to three idle memtable-sized files per store.
+		Cleaner: walfill.Cleaner{},
+		Logger:  storeLogger{pebbleLogger{db: db}, bglog},
 		EventListener: &pebble.EventListener{
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
 				db.fail(fmt.Errorf("%w: data corruption detected: %w", ErrCorrupt, pathless.Error(info.Details)))

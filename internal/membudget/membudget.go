@@ -1,0 +1,92 @@
+// Package membudget divides one process's memory budget among the Pebble
+// stores of every database it hosts: one block cache shared by all of them,
+// and a memtable size for each primary and each archive store.
+//
+// # The split
+//
+// A store holds up to two memtables of its size at once (the one being
+// written and the one being flushed; Pebble stops writes beyond that,
+// MemTableStopWritesThreshold = 2), and its memtable memory is touched as it
+// fills, so under sustained load it is resident. The block cache is shared
+// and holds what reads bring in, up to its size. So:
+//
+//   - Three quarters of the budget are offered to memtables, shared by
+//     weight: a primary counts 3, an archive 1. The primary is the store
+//     whose flushes rewrite a range (every flush overlaps the intents below
+//     it), so larger memtables buy it throughput (primary.DefaultMemTableSize
+//     explains the measurement); an archive only appends. Each store's share
+//     covers its two memtables.
+//   - Each memtable is then clamped: at most MaxPrimaryMemTable or
+//     MaxArchiveMemTable (the sizes the stores were tuned at; more bought
+//     nothing measurable), at least MinMemTable (Pebble starts every store's
+//     first memtable at 256 KiB anyway), and rounded down to a multiple of
+//     64 KiB.
+//   - The block cache gets the rest of the budget: the budget less the
+//     memtables' worst case (two per store), and never less than a quarter
+//     of it. With few databases the memtables reach their maximum and the
+//     cache gets most of the budget; with many, memtables shrink and the
+//     cache keeps its quarter.
+//
+// The budget bounds the storage engines' memory. It does not bound the Go
+// heap (requests in flight, the undelivered index, telemetry), which comes
+// on top. Only at the smallest budgets with the most databases can the
+// memtable floor push the engines past the budget; Divide reports the
+// worst case in Split.EngineBytes.
+package membudget
+
+import (
+	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/primary"
+)
+
+const (
+	// MaxPrimaryMemTable is the largest memtable a primary store is given.
+	MaxPrimaryMemTable = primary.DefaultMemTableSize
+	// MaxArchiveMemTable is the largest memtable an archive store is given.
+	MaxArchiveMemTable = archive.DefaultMemTableSize
+	// MinMemTable is the smallest memtable any store is given.
+	MinMemTable = 256 << 10
+	// memTablesPerStore is how many memtables of its size a store can hold
+	// at once (Pebble's MemTableStopWritesThreshold default).
+	memTablesPerStore = 2
+	// primaryWeight and archiveWeight share the memtable part of the
+	// budget between the two kinds of store.
+	primaryWeight, archiveWeight = 3, 1
+	// granule is what memtable sizes are rounded down to.
+	granule = 64 << 10
+)
+
+// Split is one budget's division.
+type Split struct {
+	// Budget is the budget divided.
+	Budget int64
+	// CacheBytes is the size of the one block cache every store shares.
+	CacheBytes int64
+	// PrimaryMemTable and ArchiveMemTable are the memtable sizes of each
+	// primary and each archive store.
+	PrimaryMemTable, ArchiveMemTable uint64
+	// EngineBytes is the engines' worst case: the cache plus two memtables
+	// per store.
+	EngineBytes int64
+}
+
+// Divide splits budget (bytes, > 0) among primaries primary stores and
+// archives archive stores (a database without an outbox has no archive).
+func Divide(budget int64, primaries, archives int) Split {
+	s := Split{Budget: budget, PrimaryMemTable: MaxPrimaryMemTable, ArchiveMemTable: MaxArchiveMemTable}
+	if units := int64(primaryWeight*primaries + archiveWeight*archives); units > 0 {
+		unit := budget * 3 / 4 / units / memTablesPerStore
+		s.PrimaryMemTable = clamp(unit*primaryWeight, MaxPrimaryMemTable)
+		s.ArchiveMemTable = clamp(unit*archiveWeight, MaxArchiveMemTable)
+	}
+	memtables := memTablesPerStore * (int64(primaries)*int64(s.PrimaryMemTable) + int64(archives)*int64(s.ArchiveMemTable))
+	s.CacheBytes = max(budget-memtables, budget/4)
+	s.EngineBytes = s.CacheBytes + memtables
+	return s
+}
+
+// clamp bounds a memtable size to [MinMemTable, hi] and rounds it down to
+// the granule.
+func clamp(size int64, hi uint64) uint64 {
+	return max(MinMemTable, min(uint64(size), hi)/granule*granule)
+}
