@@ -209,7 +209,16 @@ func (db *DB) checkFloor(f floorRecord) error {
 // the MANIFEST the store was left with.
 func (db *DB) writeCleanFloor() error {
 	fs, dir := db.opts.FS, db.opts.Path
-	f := floorRecord{ID: db.id, Last: db.lastApplied.Load()}
+	f := cleanFloor(fs, dir, floorRecord{ID: db.id, Last: db.lastApplied.Load()})
+	if err := writeFloor(fs, dir, f); err != nil {
+		return fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err))
+	}
+	return nil
+}
+
+// cleanFloor returns f with the MANIFEST that the closed store in dir was
+// left with (unknown, 0, when it cannot be read).
+func cleanFloor(fs vfs.FS, dir string, f floorRecord) floorRecord {
 	if desc, err := pebble.Peek(dir, fs); err == nil && desc.Exists {
 		if n, ok := manifestNum(desc.ManifestFilename); ok {
 			if size, sum, err := manifestSum(fs, desc.ManifestFilename); err == nil {
@@ -217,8 +226,5 @@ func (db *DB) writeCleanFloor() error {
 			}
 		}
 	}
-	if err := writeFloor(fs, dir, f); err != nil {
-		return fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err))
-	}
-	return nil
+	return f
 }
