@@ -64,6 +64,11 @@ type Options struct {
 	// Until then every writing operation waits. It exists for tests of
 	// callers that must observe the unbuilt state.
 	IndexGate <-chan struct{}
+
+	// pebbleOptions, when set (by this package's tests only), edits the
+	// store's Pebble options before Open applies Pebble's filesystem
+	// defaults.
+	pebbleOptions func(*pebble.Options)
 }
 
 // DB is an open primary database. All methods are safe for concurrent use.
@@ -205,6 +210,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		},
 	}
 	bglog.listen(po.EventListener)
+	if opts.pebbleOptions != nil {
+		opts.pebbleOptions(po)
+	}
 	po.WithFSDefaults()
 	store, lock, fresh, floor, err := openStore(opts.FS, opts.Path, po, db.log)
 	if err != nil {
