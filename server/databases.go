@@ -49,6 +49,7 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 	db, err := primary.Open(ctx, primary.Options{
 		Alias: dc.Alias, Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
+		Cache: s.cache, MemTableSize: s.memory.PrimaryMemTable,
 	})
 	if err != nil {
 		return nil, s.primaryError(dc.Alias, err)
@@ -82,6 +83,7 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
+		Cache: s.cache, MemTableSize: s.memory.ArchiveMemTable,
 	})
 	source := d.dest.anchoredTo(d.db)
 	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.monitor.Metrics); err == nil {
@@ -129,12 +131,18 @@ func (s *Server) registerGauges() error {
 	return err
 }
 
+// closeStores closes every database's stores, then releases the server's
+// reference to the shared block cache (freed once no store holds one).
 func (s *Server) closeStores() error {
 	var errs []error
 	for _, d := range s.dbs {
 		errs = append(errs, d.close())
 	}
 	s.dbs = nil
+	if s.cache != nil {
+		s.cache.Unref()
+		s.cache = nil
+	}
 	return errors.Join(errs...)
 }
 

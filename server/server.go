@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/membudget"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/telemetry"
 )
@@ -49,6 +52,11 @@ type Server struct {
 	api, metrics           *http.Server
 
 	indexGate <-chan struct{}
+	// memory divides server.memory_budget_bytes among the stores, and
+	// cache is the one block cache they share (internal/membudget); the
+	// server holds a reference to cache until closeStores.
+	memory membudget.Split
+	cache  *pebble.Cache
 	// newWorker creates each outbox worker; nil means outbox.New. Tests
 	// make it fail to exercise attach's error path.
 	newWorker func(outbox.Options) (*outbox.Worker, error)
@@ -115,6 +123,17 @@ func (s *Server) open(ctx context.Context) *StartupError {
 		return newStartupError(cfg, "server.credential_path: the credential store cannot be opened", err, ErrCredentials)
 	}
 	s.creds = creds
+	archives := 0
+	for _, dc := range cfg.Databases {
+		if dc.Outbox != nil {
+			archives++
+		}
+	}
+	s.memory = membudget.Divide(cmp.Or(cfg.Server.MemoryBudgetBytes, config.DefaultMemoryBudgetBytes), len(cfg.Databases), archives)
+	s.cache = pebble.NewCache(s.memory.CacheBytes)
+	s.log.Info("storage memory budget divided", zap.Int64("budget_bytes", s.memory.Budget),
+		zap.Int64("block_cache_bytes", s.memory.CacheBytes), zap.Uint64("primary_memtable_bytes", s.memory.PrimaryMemTable),
+		zap.Uint64("archive_memtable_bytes", s.memory.ArchiveMemTable), zap.Int64("engine_bytes_at_most", s.memory.EngineBytes))
 	for _, dc := range cfg.Databases {
 		d, err := s.openDatabase(ctx, dc)
 		if err != nil {
