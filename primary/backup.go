@@ -13,7 +13,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/dirlock"
@@ -51,8 +50,8 @@ var errNotRealFS = errors.New("primary: a checkpoint needs a database on the rea
 //
 // Pebble links the copy's tables to the live store's files where it can.
 // A copy that shares inodes with the live store is not a backup (damage to
-// one file would damage both), so every file with more than one link is then
-// replaced by a real copy (written, synced, renamed over it). The directory
+// one file would damage both), so every file that is the live store's own
+// is then replaced by a real copy (written, synced, renamed over it). The directory
 // gets mode 0700 and its files 0600, an empty LOCK file is added (so that a
 // later read-only open creates nothing), and the directory is synced.
 func (db *DB) Checkpoint(ctx context.Context, dir string) error {
@@ -71,15 +70,18 @@ func (db *DB) Checkpoint(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("primary: checkpoint: %w", pathless.Error(err))
 	}
-	if err := finishCopy(ctx, dir); err != nil {
+	if err := finishCopy(ctx, dir, db.opts.Path); err != nil {
 		return fmt.Errorf("primary: checkpoint: %w", pathless.Error(err))
 	}
 	return nil
 }
 
-// finishCopy makes the checkpoint in dir independent of the live store and
-// private: see Checkpoint.
-func finishCopy(ctx context.Context, dir string) error {
+// finishCopy makes the checkpoint in dir independent of the live store in
+// live, and private: see Checkpoint. A file of the checkpoint that is the
+// same file (device and inode) as the live store's file of that name is
+// replaced by a copy; Pebble links nothing else, and a live file removed
+// meanwhile left the checkpoint's link the only one.
+func finishCopy(ctx context.Context, dir, live string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -89,14 +91,14 @@ func finishCopy(ctx context.Context, dir string) error {
 			return err
 		}
 		name := filepath.Join(dir, e.Name())
-		var st unix.Stat_t
-		if err := unix.Lstat(name, &st); err != nil {
-			return &fs.PathError{Op: "lstat", Path: name, Err: err}
+		fi, err := os.Lstat(name)
+		if err != nil {
+			return err
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return fmt.Errorf("the checkpoint holds an entry that is not a regular file (type %o)", st.Mode&unix.S_IFMT)
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("the checkpoint holds an entry that is not a regular file (%v)", fi.Mode().Type())
 		}
-		if st.Nlink > 1 {
+		if lfi, err := os.Lstat(filepath.Join(live, e.Name())); err == nil && os.SameFile(fi, lfi) {
 			if err := replaceWithCopy(name); err != nil {
 				return err
 			}
