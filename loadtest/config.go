@@ -84,6 +84,14 @@ type Config struct {
 	// RunID distinguishes this run's idempotency keys and inputs from other
 	// runs' ([A-Za-z0-9_-], at most 64 characters); empty means random.
 	RunID string
+	// RetryRatio is the fraction of requests, in [0, 1], that are sent a
+	// second time right after a successful first response, with the same
+	// idempotency key and body: a client retrying because it lost the
+	// response. The server must answer such a retry as a replay of the same
+	// commit (see Report.Retries). Requests are chosen evenly: request n is
+	// retried when floor((n+1)·RetryRatio) > floor(n·RetryRatio). 0 means
+	// no retries.
+	RetryRatio float64
 
 	// TracerProvider, when set, is used for the spans (and the run does not
 	// shut it down). When nil the run builds an SDK provider that samples
@@ -170,6 +178,8 @@ func (c Config) validate() (*settings, error) {
 		return nil, invalid("the rate must be a positive number of requests per second")
 	case math.IsNaN(s.SampleRatio) || s.SampleRatio < 0 || s.SampleRatio > 1:
 		return nil, invalid("the sample ratio must be in (0, 1]")
+	case math.IsNaN(c.RetryRatio) || c.RetryRatio < 0 || c.RetryRatio > 1:
+		return nil, invalid("the retry ratio must be in [0, 1]")
 	case s.Token == "":
 		return nil, invalid("no token")
 	}
@@ -282,6 +292,11 @@ func (s *settings) body(n int64) []byte {
 	b = append(b, `,"idempotency_key":"`...)
 	b = append(b, s.key(n)...)
 	return append(b, `"}`...)
+}
+
+// retried reports whether request n is sent a second time (RetryRatio).
+func (s *settings) retried(n int64) bool {
+	return s.RetryRatio > 0 && math.Floor(float64(n+1)*s.RetryRatio) > math.Floor(float64(n)*s.RetryRatio)
 }
 
 // key returns request n's idempotency key.

@@ -40,8 +40,14 @@ type Report struct {
 	ErrorsByStatus map[string]int64 `json:"errors_by_status"`
 	// Replayed counts successful responses the server marked as replays;
 	// it stays 0 unless an idempotency key was reused.
-	Replayed       int64   `json:"replayed"`
-	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	Replayed int64 `json:"replayed"`
+	// Retries counts the second sends of Config.RetryRatio (they are not
+	// requests: not counted in Requests nor in the latencies); RetryErrors
+	// counts those that were not answered as a replay of the same commit,
+	// by errors_by_status key, RetryNotReplayed or RetryOtherCommit.
+	Retries        int64            `json:"retries"`
+	RetryErrors    map[string]int64 `json:"retry_errors"`
+	ElapsedSeconds float64          `json:"elapsed_seconds"`
 	// Throughput is completed requests per second of elapsed time.
 	Throughput float64 `json:"throughput_per_second"`
 	// LatencyMillis holds the percentiles of every completed request.
@@ -82,6 +88,15 @@ type Sample struct {
 	latency time.Duration
 }
 
+// RetryErrors keys of a retry answered with success but not as a replay of
+// the first send's commit.
+const (
+	// RetryNotReplayed: the retry committed again (replayed was false).
+	RetryNotReplayed = "not_replayed"
+	// RetryOtherCommit: the replay names another commit sequence.
+	RetryOtherCommit = "other_commit"
+)
+
 // outcome is what one request produced.
 type outcome struct {
 	seq      int64
@@ -91,6 +106,10 @@ type outcome struct {
 	replayed bool
 	traceID  string
 	sampled  bool
+	// retried is set when the request was sent a second time; retryFailure
+	// is then "" or its RetryErrors key.
+	retried      bool
+	retryFailure string
 }
 
 // recorder accumulates outcomes; each worker owns one, so it needs no lock.
@@ -102,10 +121,13 @@ type recorder struct {
 	replayed  int64
 	completed int64
 	maxExact  time.Duration
+	retries   int64
+	retryErrs map[string]int64
 }
 
 func newRecorder() *recorder {
-	return &recorder{hist: hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs), errs: map[string]int64{}}
+	return &recorder{hist: hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs), errs: map[string]int64{},
+		retryErrs: map[string]int64{}}
 }
 
 func (r *recorder) record(o outcome) {
@@ -120,6 +142,12 @@ func (r *recorder) record(o outcome) {
 		}
 	} else {
 		r.errs[o.failure]++
+	}
+	if o.retried {
+		r.retries++
+		if o.retryFailure != "" {
+			r.retryErrs[o.retryFailure]++
+		}
 	}
 	r.offer(Sample{Seq: o.seq, latency: o.latency, Status: o.status, TraceID: o.traceID, Sampled: o.sampled})
 }
@@ -153,6 +181,10 @@ func (r *recorder) merge(o *recorder) {
 	r.replayed += o.replayed
 	r.completed += o.completed
 	r.maxExact = max(r.maxExact, o.maxExact)
+	r.retries += o.retries
+	for k, v := range o.retryErrs {
+		r.retryErrs[k] += v
+	}
 	for _, s := range o.slow {
 		r.offer(s)
 	}
@@ -167,6 +199,8 @@ func (r *recorder) fill(rep *Report, elapsed time.Duration) {
 	rep.Errors = r.completed - r.ok
 	rep.ErrorsByStatus = maps.Clone(r.errs)
 	rep.Replayed = r.replayed
+	rep.Retries = r.retries
+	rep.RetryErrors = maps.Clone(r.retryErrs)
 	rep.ElapsedSeconds = elapsed.Seconds()
 	if elapsed > 0 {
 		rep.Throughput = float64(r.completed) / elapsed.Seconds()
@@ -203,6 +237,9 @@ func (r *Report) String() string {
 	if r.Replayed > 0 {
 		b = fmt.Appendf(b, " replayed=%d", r.Replayed)
 	}
+	if r.Retries > 0 {
+		b = fmt.Appendf(b, " retries=%d", r.Retries)
+	}
 	if r.Interrupted {
 		b = append(b, " (interrupted)"...)
 	}
@@ -211,6 +248,13 @@ func (r *Report) String() string {
 		b = append(b, "errors by status:"...)
 		for _, k := range slices.Sorted(maps.Keys(r.ErrorsByStatus)) {
 			b = fmt.Appendf(b, " %s=%d", k, r.ErrorsByStatus[k])
+		}
+		b = append(b, '\n')
+	}
+	if len(r.RetryErrors) > 0 {
+		b = append(b, "retries not replayed:"...)
+		for _, k := range slices.Sorted(maps.Keys(r.RetryErrors)) {
+			b = fmt.Appendf(b, " %s=%d", k, r.RetryErrors[k])
 		}
 		b = append(b, '\n')
 	}

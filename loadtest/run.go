@@ -334,7 +334,8 @@ func (r *runner) schedule(ctx context.Context, start, deadline time.Time, jobs c
 }
 
 // do sends request seq; its latency runs from since (the send time in the
-// closed loop, the intended send time in the open loop).
+// closed loop, the intended send time in the open loop). A request chosen by
+// RetryRatio whose first response succeeded is then sent again (retry).
 func (r *runner) do(ctx context.Context, seq int64, since time.Time) outcome {
 	s := r.s
 	ctx, span := r.tracer.Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindInternal),
@@ -342,46 +343,84 @@ func (r *runner) do(ctx context.Context, seq int64, since time.Time) outcome {
 			attrkey.Command.String(s.Command)))
 	o := outcome{seq: seq, traceID: span.SpanContext().TraceID().String(), sampled: span.SpanContext().IsSampled()}
 	defer span.End()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(s.body(seq)))
-	if err != nil { // the URL was validated, so this is not expected
-		o.failure, o.latency = "transport", time.Since(since)
-		span.SetStatus(codes.Error, err.Error())
+	body := s.body(seq)
+	status, resp, failure, err := r.send(ctx, body)
+	o.latency = time.Since(since)
+	o.status, o.failure = status, failure
+	switch {
+	case status != 0:
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	case err != nil:
+		span.RecordError(err)
+	}
+	if failure != "" {
+		if status != 0 {
+			span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(status))
+		} else {
+			span.SetStatus(codes.Error, failure)
+		}
+		s.Logger.Debug("request failed", zap.Int64("seq", seq), zap.Int("status", status),
+			zap.String("trace_id", o.traceID), zap.Error(err))
 		return o
+	}
+	o.replayed = resp.Replayed
+	if s.retried(seq) {
+		o.retried = true
+		o.retryFailure = r.retry(ctx, seq, body, resp)
+	}
+	return o
+}
+
+// commandResponse is what the load generator reads of a successful
+// command's response.
+type commandResponse struct {
+	CommitSequence uint64 `json:"commit_sequence"`
+	Replayed       bool   `json:"replayed"`
+}
+
+// send posts body to the command endpoint. failure is "" on a 2xx response,
+// else its errors_by_status key; status is 0 when no response came, and err
+// is then the transport's error.
+func (r *runner) send(ctx context.Context, body []byte) (status int, resp commandResponse, failure string, err error) {
+	s := r.s
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(body))
+	if err != nil { // the URL was validated, so this is not expected
+		return 0, resp, "transport", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+s.Token)
-	resp, err := r.client.Do(req)
+	hr, err := r.client.Do(req)
 	if err != nil {
-		o.failure = transportKey(ctx, err)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, o.failure)
-		s.Logger.Debug("request failed", zap.Int64("seq", seq), zap.String("trace_id", o.traceID), zap.Error(err))
-		o.latency = time.Since(since)
-		return o
+		return 0, resp, transportKey(ctx, err), err
 	}
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	_ = resp.Body.Close()
-	o.status = resp.StatusCode
-	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	b, rerr := io.ReadAll(io.LimitReader(hr.Body, maxResponseBytes))
+	_ = hr.Body.Close()
 	switch {
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		o.failure = statusKey(resp.StatusCode)
-		span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(resp.StatusCode))
-		s.Logger.Debug("request refused", zap.Int64("seq", seq), zap.Int("status", resp.StatusCode),
-			zap.String("trace_id", o.traceID))
+	case hr.StatusCode < 200 || hr.StatusCode > 299:
+		return hr.StatusCode, resp, statusKey(hr.StatusCode), nil
 	case rerr != nil:
-		o.failure = transportKey(ctx, rerr)
-		span.SetStatus(codes.Error, o.failure)
-	default:
-		var cr struct {
-			Replayed bool `json:"replayed"`
-		}
-		if json.Unmarshal(body, &cr) == nil {
-			o.replayed = cr.Replayed
-		}
+		return hr.StatusCode, resp, transportKey(ctx, rerr), rerr
 	}
-	o.latency = time.Since(since)
-	return o
+	_ = json.Unmarshal(b, &resp) // a body that is not a command response reads as a fresh commit
+	return hr.StatusCode, resp, "", nil
+}
+
+// retry sends request seq's body again, as a client that lost first's
+// response would, and returns "" when the server answered with a replay of
+// the same commit, else the Report.RetryErrors key.
+func (r *runner) retry(ctx context.Context, seq int64, body []byte, first commandResponse) string {
+	_, resp, failure, err := r.send(ctx, body)
+	switch {
+	case failure != "":
+	case !resp.Replayed:
+		failure = RetryNotReplayed
+	case resp.CommitSequence != first.CommitSequence:
+		failure = RetryOtherCommit
+	}
+	if failure != "" {
+		r.s.Logger.Debug("retry not replayed", zap.Int64("seq", seq), zap.String("failure", failure), zap.Error(err))
+	}
+	return failure
 }
 
 // transportKey classifies a failure without an HTTP status.

@@ -233,3 +233,21 @@ func TestWaitDeliveredAgainstRiffdb(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriesAgainstRiffdb checks retries against a real server: every
+// retry is answered as a replay of its first send's commit, and no retry
+// commits anything.
+func TestRetriesAgainstRiffdb(t *testing.T) {
+	addr, token := startRiffdb(t)
+	rep, err := loadtest.Run(t.Context(), loadtest.Config{Address: addr, Token: token, Requests: 100, Concurrency: 4,
+		RetryRatio: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Succeeded != 100 || rep.Retries != 10 || len(rep.RetryErrors) != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := lastCommitSequence(t, addr, token); got != 100 {
+		t.Fatalf("last commit sequence %d after 100 requests and 10 retries, want 100", got)
+	}
+}
