@@ -1,0 +1,544 @@
+// Command soak runs the real riffdb binary under steady traced load for a
+// long time and records whether it stays flat: memory, goroutines, file
+// descriptors, compaction debt and commit→archived latency.
+//
+//	soak -riffdb bin/riffdb [-duration 60m] [-out bench/results]
+//	soak -from-csv bench/results/soak-latest.csv   (targets and plot again from a record)
+//
+// The default duration is $SOAK when set (e.g. SOAK=5m), else 60 minutes.
+// scripts/soak.sh builds both binaries and runs it.
+//
+// # What it does
+//
+//  1. Starts `riffdb server run --dev` (outbox enabled, the development
+//     contract) with its data in a private temporary folder, on ephemeral
+//     loopback ports.
+//  2. Calibrates, in two steps. Alone: a closed-loop burst of ship_order
+//     commands (two events each, 64 clients) builds a backlog; the drain
+//     rate alone is the events delivered per second from the burst's end
+//     until the backlog is 0 (completed_deliveries of GET /v1/stats). Under
+//     load: the soak's command mix is offered at that rate for 30 s; the
+//     worker falls behind, because it now shares the machine with the
+//     commands, and the events delivered per second over the last two
+//     thirds are the drain rate under load. The smaller of the two is the
+//     measured drain rate. (A soak at half the rate alone was tried first:
+//     on 2 cores the backlog grew without bound, since commands and
+//     deliveries compete for the same CPU.)
+//  3. Soaks: the traced load generator (package loadtest, open loop) sends
+//     the development contract's three commands, place_order, cancel_order
+//     (one event each) and ship_order (two), at equal request rates adding
+//     up to half the measured drain rate in events per second, for the
+//     duration; a fraction of the requests (-retry-ratio) is sent twice with
+//     the same idempotency key, and every retry must come back as a replay
+//     of the same commit.
+//  4. Every interval (10 s) it records the server's VmRSS
+//     (/proc/<pid>/status), go_goroutines and riffdb_pebble_compaction_debt_bytes
+//     of both stores (/metrics), its open descriptors (/proc/<pid>/fd), the
+//     pending backlog (GET /v1/stats) and the commit→archived lag of the
+//     interval: the change of the server's riffdb_outbox_delivery_lag_seconds
+//     histogram since the previous sample (the load generator has no
+//     commit→archived measure of its own), whose p50 and p99 are
+//     interpolated within the buckets as histogram_quantile does.
+//  5. Writes soak-<time>.csv (one row per sample, flushed as it goes, the
+//     lag buckets included so that the figures can be recomputed),
+//     soak-<time>.svg (one panel per series, drawn by this tool),
+//     soak-<time>.txt (the summary printed) and the server's log under -out,
+//     and copies the first three to soak-latest.*.
+//
+// # Targets
+//
+// Stated for 60 minutes and scaled proportionally for other durations (see
+// Windows): RSS growth after the warm-up ≤ 10 % (mean RSS of the last 10
+// minutes against minutes 5–15); the p99 of the last 10 minutes ≤ 1.2× the
+// p99 of minutes 5–15; no steady growth of goroutines or descriptors: the
+// least-squares slope over the samples after the warm-up, projected over
+// their span, within max(10 goroutines or 5 descriptors, 5 % of the mean).
+// Each client connection holds one server goroutine and one socket, and the
+// load generator opens connections as its in-flight requests require (at
+// most 64 per command) and closes them after 30 s idle, so raw counts follow
+// the load's latency: the goroutine target is held on goroutines minus open
+// sockets, the descriptor target on descriptors other than sockets, and the
+// sockets get a target of their own whose allowance is the pool's cap (192).
+// The raw counts are recorded and plotted too. Targets are reported, never
+// enforced: the exit status is 0 when the soak ran, whatever the figures,
+// and 1 when it could not run (the server failed, the load failed entirely).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/riffdb/riffdb/loadtest"
+)
+
+var nanValue = math.NaN()
+
+// options are the command's flags.
+type options struct {
+	riffdb       string
+	duration     time.Duration
+	interval     time.Duration
+	out          string
+	retryRatio   float64
+	calibration  int
+	calibrateFor time.Duration
+	keep         bool
+}
+
+// commandMix is the load: the development contract's commands, each sent at
+// the same request rate, with the events each commits.
+var commandMix = []struct {
+	name, template string
+	events         int
+}{
+	{"place_order", `{"order_id":"soak-{{run}}-{{n}}","amount_cents":{{n}}}`, 1},
+	{"cancel_order", `{"order_id":"soak-{{run}}-{{n}}","reason":"soak"}`, 1},
+	{"ship_order", `{"order_id":"soak-{{run}}-{{n}}","carrier":"soak"}`, 2},
+}
+
+func main() {
+	def := 60 * time.Minute
+	if v := os.Getenv("SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "soak: SOAK=%q is not a positive duration (e.g. 5m)\n", v)
+			os.Exit(2)
+		}
+		def = d
+	}
+	var o options
+	var fromCSV string
+	flag.StringVar(&o.riffdb, "riffdb", "bin/riffdb", "the riffdb binary to soak")
+	flag.DurationVar(&o.duration, "duration", def, "soak duration (default $SOAK, else 60m)")
+	flag.DurationVar(&o.interval, "interval", 10*time.Second, "sampling interval")
+	flag.StringVar(&o.out, "out", "bench/results", "folder for the CSV, the SVG, the summary and the server's log")
+	flag.Float64Var(&o.retryRatio, "retry-ratio", 0.05, "fraction of requests sent twice with the same idempotency key")
+	flag.IntVar(&o.calibration, "calibration", 8192, "ship_order commands of the calibration burst")
+	flag.DurationVar(&o.calibrateFor, "calibrate-under-load", 30*time.Second, "duration of the calibration under the command load")
+	flag.BoolVar(&o.keep, "keep", false, "keep the server's data folder")
+	flag.StringVar(&fromCSV, "from-csv", "", "evaluate the targets and draw the plot again from a soak CSV (with -duration of its soak)")
+	flag.Parse()
+	if o.duration < time.Minute || o.interval <= 0 || o.retryRatio < 0 || o.retryRatio > 1 || o.calibration <= 0 || o.calibrateFor < 6*time.Second {
+		fmt.Fprintln(os.Stderr, "soak: -duration must be at least 1m, -calibrate-under-load at least 6s; -interval and -calibration positive; -retry-ratio in [0, 1]")
+		os.Exit(2)
+	}
+	var err error
+	if fromCSV != "" {
+		err = replay(fromCSV, o.duration, os.Stdout)
+	} else {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = run(ctx, o, os.Stdout)
+		stop()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// replay re-evaluates a recorded soak: targets printed, plot drawn next to
+// the CSV.
+func replay(path string, total time.Duration, out io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	samples, err := readCSV(f)
+	_ = f.Close()
+	if err != nil {
+		return err
+	}
+	w := windowsFor(total)
+	writeTargets(out, evaluate(samples, total), w)
+	svg, err := os.Create(strings.TrimSuffix(path, ".csv") + ".svg")
+	if err != nil {
+		return err
+	}
+	if err := writeSVG(svg, "riffdb soak, "+total.String(), samples, w); err != nil {
+		_ = svg.Close()
+		return err
+	}
+	return svg.Close()
+}
+
+func run(ctx context.Context, o options, stdout io.Writer) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	stamp := time.Now().UTC().Format("20060102-150405")
+	base := filepath.Join(o.out, "soak-"+stamp)
+	tmp, err := os.MkdirTemp("", "riffdb-soak-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintf(stdout, "soak: server data kept in %s\n", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	var summary strings.Builder
+	out := io.MultiWriter(stdout, &summary)
+
+	srv, err := startServer(ctx, o.riffdb, filepath.Join(tmp, "dev"), base+".log")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if srv.alive() {
+			srv.kill()
+		}
+	}()
+	fmt.Fprintf(out, "soak: riffdb server pid %d, API %s, %s for %s\n", srv.pid(), srv.api, srv.metrics, o.duration)
+
+	cal, err := calibrate(ctx, srv, o.calibration, o.calibrateFor)
+	if err != nil {
+		return err
+	}
+	drain := cal.Rate
+	offered := drain / 2
+	perCommand := offered / float64(mixEvents()) // requests/s of each command
+	fmt.Fprintf(out, "calibration: drain rate %.0f events/s\n", drain)
+	for _, n := range cal.Notes {
+		fmt.Fprintf(out, "  %s\n", n)
+	}
+	fmt.Fprintf(out, "load: %.0f events/s (half the drain rate): %.1f requests/s of each of %s, %.0f%% retried with the same idempotency key\n",
+		offered, perCommand, commandNames(), o.retryRatio*100)
+
+	csvf, err := os.Create(base + ".csv")
+	if err != nil {
+		return err
+	}
+	defer csvf.Close()
+	samples, reports, err := soak(ctx, srv, o, perCommand, csvf, stdout)
+	if err != nil {
+		return err
+	}
+	for i, rep := range reports {
+		fmt.Fprintf(out, "load %-12s requests=%d errors=%d retries=%d retry errors=%v throughput=%.1f/s latency p50 %.3f ms p99 %.3f ms\n",
+			commandMix[i].name, rep.Requests, rep.Errors, rep.Retries, rep.RetryErrors, rep.Throughput,
+			rep.LatencyMillis.P50, rep.LatencyMillis.P99)
+	}
+	if err := waitDrained(ctx, srv, 2*time.Minute); err != nil {
+		fmt.Fprintf(out, "drain after the load: %v\n", err)
+	} else {
+		fmt.Fprintln(out, "drain after the load: backlog 0")
+	}
+	if err := srv.stop(30 * time.Second); err != nil {
+		fmt.Fprintf(out, "server stop: %v\n", err)
+	} else {
+		fmt.Fprintln(out, "server stop: graceful, exit 0")
+	}
+
+	w := windowsFor(o.duration)
+	fmt.Fprintln(out)
+	writeTargets(out, evaluate(samples, o.duration), w)
+	fmt.Fprintln(out, "(one shared 2-core machine: absolute figures are noisy; each target compares two windows of the same run)")
+
+	svg, err := os.Create(base + ".svg")
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("riffdb soak, %s at %.0f events/s (half the drain rate of %.0f/s), %s UTC", o.duration, offered, drain, stamp)
+	if err := writeSVG(svg, title, samples, w); err != nil {
+		_ = svg.Close()
+		return err
+	}
+	if err := svg.Close(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".txt", []byte(summary.String()), 0o644); err != nil {
+		return err
+	}
+	for _, ext := range []string{".csv", ".svg", ".txt"} {
+		b, err := os.ReadFile(base + ext)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(o.out, "soak-latest"+ext), b, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "soak: wrote %s.{csv,svg,txt,log} and soak-latest.{csv,svg,txt}\n", base)
+	return nil
+}
+
+func commandNames() string {
+	var names []string
+	for _, c := range commandMix {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// calibration is the measured drain rate.
+type calibration struct {
+	// Alone is the drain rate of a backlog with no command load; Loaded is
+	// the delivery rate while the command mix is offered at Alone (the
+	// worker then shares the machine with the commands, as in the soak).
+	Alone, Loaded float64
+	// Rate is the drain rate the soak is offered half of: Loaded, or Alone
+	// when the worker kept up with the mix offered at Alone.
+	Rate  float64
+	Notes []string
+}
+
+// calibrate measures the server's drain rate in two steps. First a
+// closed-loop burst of ship_order commands from 64 clients builds a backlog,
+// and the drain rate alone is the deliveries per second from the burst's end
+// until the backlog is 0. Then the soak's command mix is offered open-loop
+// at that rate for loadedFor, and the drain rate under load is the
+// deliveries per second over its last two thirds, while the backlog grows:
+// the worker is then the bottleneck and shares the machine with the
+// commands as it does in the soak. The soak runs at half the smaller of the
+// two.
+func calibrate(ctx context.Context, srv *process, commands int, loadedFor time.Duration) (calibration, error) {
+	var c calibration
+	st0, err := srv.stats(ctx)
+	if err != nil {
+		return c, err
+	}
+	t0 := time.Now()
+	rep, err := loadtest.Run(ctx, loadtest.Config{Address: srv.api, Token: srv.token, Command: "ship_order",
+		InputTemplate: `{"order_id":"cal-{{run}}-{{n}}","carrier":"calibration"}`, Requests: commands, Concurrency: 64,
+		Duration: 5 * time.Minute})
+	if err != nil {
+		return c, fmt.Errorf("soak: calibration load: %w", err)
+	}
+	if rep.Errors > 0 {
+		return c, fmt.Errorf("soak: calibration load: %d of %d requests failed (%v)", rep.Errors, rep.Requests, rep.ErrorsByStatus)
+	}
+	st1, err := srv.stats(ctx)
+	if err != nil {
+		return c, err
+	}
+	t1 := time.Now()
+	if err := waitDrained(ctx, srv, 5*time.Minute); err != nil {
+		return c, fmt.Errorf("soak: calibration: %w", err)
+	}
+	st2, err := srv.stats(ctx)
+	if err != nil {
+		return c, err
+	}
+	t2 := time.Now()
+	if st1.Pending >= 1000 {
+		c.Alone = (st2.Completed - st1.Completed) / t2.Sub(t1).Seconds()
+		c.Notes = append(c.Notes, fmt.Sprintf("alone: %d ship_order commands from 64 clients in %.1f s, then %.0f pending events drained in %.1f s: %.0f events/s",
+			commands, t1.Sub(t0).Seconds(), st1.Pending, t2.Sub(t1).Seconds(), c.Alone))
+	} else {
+		c.Alone = (st2.Completed - st0.Completed) / t2.Sub(t0).Seconds()
+		c.Notes = append(c.Notes, fmt.Sprintf("alone: %.0f events/s, a lower bound: the worker kept up with the burst of %d ship_order commands (%.0f pending at its end)",
+			c.Alone, commands, st1.Pending))
+	}
+
+	// Under load: the mix at the drain rate alone; measure over the last
+	// two thirds, once the worker has fallen behind.
+	var reps []loadtest.Report
+	var errs []error
+	mixed := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(mixed)
+		reps, errs = runMix(ctx, srv, c.Alone/float64(mixEvents()), loadedFor, 0, nil)
+	}()
+	read := func(at time.Duration) (dbStats, time.Time, error) {
+		select {
+		case <-ctx.Done():
+			return dbStats{}, time.Time{}, context.Cause(ctx)
+		case <-time.After(time.Until(start.Add(at))):
+		}
+		st, err := srv.stats(ctx)
+		return st, time.Now(), err
+	}
+	a, ta, aerr := read(loadedFor / 3)
+	b, tb, berr := read(loadedFor - time.Second)
+	<-mixed
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("soak: calibration under load: %w", err)
+	}
+	for i, r := range reps {
+		if r.Errors > 0 {
+			return c, fmt.Errorf("soak: calibration under load: %d of %d %s requests failed (%v)", r.Errors, r.Requests,
+				commandMix[i].name, r.ErrorsByStatus)
+		}
+	}
+	if err := errors.Join(aerr, berr); err != nil {
+		return c, fmt.Errorf("soak: calibration under load: %w", err)
+	}
+	c.Loaded = (b.Completed - a.Completed) / tb.Sub(ta).Seconds()
+	if err := waitDrained(ctx, srv, 5*time.Minute); err != nil {
+		return c, fmt.Errorf("soak: calibration: %w", err)
+	}
+	if b.Pending > a.Pending {
+		c.Rate = min(c.Loaded, c.Alone)
+		c.Notes = append(c.Notes, fmt.Sprintf("under load: the mix offered at %.0f events/s for %s; %.0f events/s delivered while the backlog grew from %.0f to %.0f",
+			c.Alone, loadedFor, c.Loaded, a.Pending, b.Pending))
+	} else {
+		c.Rate = c.Alone
+		c.Notes = append(c.Notes, fmt.Sprintf("under load: the worker kept up with the mix offered at %.0f events/s (backlog %.0f, then %.0f): the rate alone is used",
+			c.Alone, a.Pending, b.Pending))
+	}
+	return c, nil
+}
+
+// mixEvents is the number of events of one request of each command.
+func mixEvents() int {
+	n := 0
+	for _, c := range commandMix {
+		n += c.events
+	}
+	return n
+}
+
+// runMix offers the command mix open-loop, perCommand requests per second
+// of each command, for d, with retryRatio of the requests retried; tick is
+// progress, when set, is called about every second with a command's index
+// and its requests completed so far. It returns each command's report and
+// error.
+func runMix(ctx context.Context, srv *process, perCommand float64, d time.Duration, retryRatio float64,
+	progress func(command int, requests int64)) ([]loadtest.Report, []error) {
+	reports := make([]loadtest.Report, len(commandMix))
+	errs := make([]error, len(commandMix))
+	var wg sync.WaitGroup
+	for i, c := range commandMix {
+		wg.Go(func() {
+			cfg := loadtest.Config{Address: srv.api, Token: srv.token, Command: c.name, InputTemplate: c.template,
+				Rate: perCommand, Concurrency: 64, Requests: int(perCommand*d.Seconds()) + 1, Duration: d,
+				RetryRatio: retryRatio}
+			if progress != nil {
+				cfg.Progress = func(p loadtest.Progress) { progress(i, p.Requests) }
+			}
+			reports[i], errs[i] = loadtest.Run(ctx, cfg)
+		})
+	}
+	wg.Wait()
+	return reports, errs
+}
+
+// waitDrained polls the stats until the backlog is 0, at most limit.
+func waitDrained(ctx context.Context, srv *process, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := srv.stats(ctx)
+		if err == nil && st.Pending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%.0f events still pending after %s", st.Pending, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// soak runs the load for o.duration and samples every o.interval; it
+// returns the samples and each command's report.
+func soak(ctx context.Context, srv *process, o options, perCommand float64, csvOut io.Writer, progress io.Writer) ([]Sample, []loadtest.Report, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	first, err := srv.scrape(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	prevLag, err := histogramOf(first, loadtest.LagMetric, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cw := newCSVWriter(csvOut, prevLag.bounds())
+
+	done := make([]atomic.Int64, len(commandMix))
+	var reports []loadtest.Report
+	var errs []error
+	loaded := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(loaded)
+		reports, errs = runMix(ctx, srv, perCommand, o.duration, o.retryRatio, func(i int, n int64) { done[i].Store(n) })
+	}()
+	var samples []Sample
+	take := func(elapsed time.Duration) error {
+		s := Sample{Elapsed: elapsed, RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue,
+			DebtPrimary: nanValue, DebtArchive: nanValue, Pending: nanValue}
+		for i := range done {
+			s.Requests += float64(done[i].Load())
+		}
+		if !srv.alive() {
+			return fmt.Errorf("soak: the server exited during the soak (%v); see its log", srv.waitErr)
+		}
+		s.RSSBytes, _ = rssBytes(srv.pid())
+		s.OpenFDs, s.Sockets, _ = openFDs(srv.pid())
+		if ss, err := srv.scrape(ctx); err == nil {
+			if v, ok := sum(ss, "go_goroutines", nil); ok {
+				s.Goroutines = v
+			}
+			if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "primary"}); ok {
+				s.DebtPrimary = v
+			}
+			if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "archive"}); ok {
+				s.DebtArchive = v
+			}
+			if lag, err := histogramOf(ss, loadtest.LagMetric, nil); err == nil && elapsed > 0 {
+				s.Lag = lag.sub(prevLag)
+				prevLag = lag
+			}
+		}
+		if st, err := srv.stats(ctx); err == nil {
+			s.Pending = st.Pending
+		}
+		samples = append(samples, s)
+		fmt.Fprintf(progress, "soak %8s rss=%.1fMiB goroutines=%.0f fds=%.0f sockets=%.0f debt=%.1f/%.1fMiB lag p50=%.3fms p99=%.3fms pending=%.0f requests=%.0f\n",
+			elapsed.Round(time.Second), s.RSSBytes/(1<<20), s.Goroutines, s.OpenFDs, s.Sockets, s.DebtPrimary/(1<<20), s.DebtArchive/(1<<20),
+			s.LagP(0.5), s.LagP(0.99), s.Pending, s.Requests)
+		return cw.Write(s)
+	}
+	var serr error
+	if serr = take(0); serr == nil {
+		for k := 1; time.Duration(k)*o.interval <= o.duration; k++ {
+			at := start.Add(time.Duration(k) * o.interval)
+			select {
+			case <-ctx.Done():
+				serr = context.Cause(ctx)
+			case <-time.After(time.Until(at)):
+				serr = take(time.Since(start))
+			}
+			if serr != nil {
+				break
+			}
+		}
+	}
+	if serr != nil {
+		cancel(serr)
+	}
+	<-loaded
+	if serr != nil {
+		return samples, reports, serr
+	}
+	var all int64
+	for i, err := range errs {
+		if err != nil {
+			return samples, reports, fmt.Errorf("soak: %s load: %w", commandMix[i].name, err)
+		}
+		all += reports[i].Requests - reports[i].Errors
+	}
+	if all == 0 {
+		return samples, reports, errors.New("soak: every request of the load failed")
+	}
+	return samples, reports, nil
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sample is one row of the soak's record, taken every interval. Values that
+// could not be read are NaN (an empty CSV cell).
+type Sample struct {
+	// Elapsed is the time since the soak load started.
+	Elapsed time.Duration
+	// RSSBytes is VmRSS of the server process (/proc/<pid>/status).
+	RSSBytes float64
+	// Goroutines is the server's go_goroutines.
+	Goroutines float64
+	// OpenFDs is the number of entries of /proc/<pid>/fd, and Sockets how
+	// many of them are sockets (listeners and connections).
+	OpenFDs, Sockets float64
+	// DebtPrimary and DebtArchive are riffdb_pebble_compaction_debt_bytes
+	// of the primary and the archive store.
+	DebtPrimary, DebtArchive float64
+	// Pending is the database's pending_outbox_deliveries (GET /v1/stats).
+	Pending float64
+	// Requests is the number of requests the load generator completed so
+	// far, every command together.
+	Requests float64
+	// Lag holds the commit→archived lag observations of the interval that
+	// ends at this sample: the change of the server's
+	// riffdb_outbox_delivery_lag_seconds histogram since the previous
+	// sample, cumulative by bucket bound in seconds. Nil for the first
+	// sample.
+	Lag histogram
+}
+
+// LagP returns the q-quantile of the interval's lag in milliseconds (NaN
+// when nothing was delivered in the interval).
+func (s Sample) LagP(q float64) float64 {
+	if s.Lag == nil {
+		return math.NaN()
+	}
+	return s.Lag.quantile(q) * 1000
+}
+
+// fixedColumns are the CSV columns before the lag buckets.
+var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", "open_sockets",
+	"compaction_debt_primary_bytes", "compaction_debt_archive_bytes", "pending", "requests",
+	"lag_count", "lag_p50_ms", "lag_p99_ms"}
+
+// lagColumnPrefix starts the name of each lag bucket column; the bound in
+// seconds follows ("lag_le_0.005", "lag_le_+Inf"). A bucket column holds the
+// interval's cumulative count at that bound.
+const lagColumnPrefix = "lag_le_"
+
+// csvWriter writes samples as CSV, one row per sample, flushed at once so
+// that an interrupted soak keeps every row written so far. The bucket
+// columns are fixed by the first sample that has lag buckets, or by the
+// bounds given.
+type csvWriter struct {
+	w      *csv.Writer
+	bounds []float64
+	wrote  bool
+}
+
+func newCSVWriter(w io.Writer, bounds []float64) *csvWriter {
+	return &csvWriter{w: csv.NewWriter(w), bounds: slices.Clone(bounds)}
+}
+
+func formatBound(b float64) string {
+	if math.IsInf(b, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(b, 'g', -1, 64)
+}
+
+func cell(v float64) string {
+	if math.IsNaN(v) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// Write writes s (and the header before the first row).
+func (c *csvWriter) Write(s Sample) error {
+	if !c.wrote {
+		head := slices.Clone(fixedColumns)
+		for _, b := range c.bounds {
+			head = append(head, lagColumnPrefix+formatBound(b))
+		}
+		if err := c.w.Write(head); err != nil {
+			return err
+		}
+		c.wrote = true
+	}
+	lagCount := math.NaN()
+	if s.Lag != nil {
+		lagCount = s.Lag.count()
+	}
+	row := []string{strconv.FormatFloat(s.Elapsed.Seconds(), 'f', 3, 64), cell(s.RSSBytes), cell(s.Goroutines),
+		cell(s.OpenFDs), cell(s.Sockets), cell(s.DebtPrimary), cell(s.DebtArchive), cell(s.Pending), cell(s.Requests),
+		cell(lagCount), cell(round3(s.LagP(0.5))), cell(round3(s.LagP(0.99)))}
+	for _, b := range c.bounds {
+		v := math.NaN()
+		if s.Lag != nil {
+			v = s.Lag[b]
+		}
+		row = append(row, cell(v))
+	}
+	if err := c.w.Write(row); err != nil {
+		return err
+	}
+	c.w.Flush()
+	return c.w.Error()
+}
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// readCSV reads samples written by csvWriter. The derived columns (lag
+// count and percentiles) are ignored: they are recomputed from the buckets.
+func readCSV(r io.Reader) ([]Sample, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("soak: reading CSV: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("soak: the CSV has no header")
+	}
+	head := rows[0]
+	if len(head) < len(fixedColumns) || !slices.Equal(head[:len(fixedColumns)], fixedColumns) {
+		return nil, errors.New("soak: the CSV header is not a soak record's")
+	}
+	var bounds []float64
+	for _, h := range head[len(fixedColumns):] {
+		b, ok := strings.CutPrefix(h, lagColumnPrefix)
+		if !ok {
+			return nil, fmt.Errorf("soak: unexpected CSV column %q", h)
+		}
+		v, err := strconv.ParseFloat(b, 64)
+		if err != nil {
+			return nil, fmt.Errorf("soak: CSV column %q: not a bucket bound", h)
+		}
+		bounds = append(bounds, v)
+	}
+	out := make([]Sample, 0, len(rows)-1)
+	for i, row := range rows[1:] {
+		v := make([]float64, len(row))
+		for j, c := range row {
+			if c == "" {
+				v[j] = math.NaN()
+				continue
+			}
+			if v[j], err = strconv.ParseFloat(c, 64); err != nil {
+				return nil, fmt.Errorf("soak: CSV row %d, column %s: %q is not a number", i+2, head[j], c)
+			}
+		}
+		s := Sample{Elapsed: time.Duration(math.Round(v[0] * float64(time.Second))), RSSBytes: v[1], Goroutines: v[2],
+			OpenFDs: v[3], Sockets: v[4], DebtPrimary: v[5], DebtArchive: v[6], Pending: v[7], Requests: v[8]}
+		for k, b := range bounds {
+			x := v[len(fixedColumns)+k]
+			if math.IsNaN(x) {
+				continue
+			}
+			if s.Lag == nil {
+				s.Lag = histogram{}
+			}
+			s.Lag[b] = x
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is the riffdb server under test: `riffdb server run --dev` on
+// ephemeral loopback ports, its data in a private folder.
+type process struct {
+	cmd     *exec.Cmd
+	api     string // http://host:port
+	metrics string // http://host:port/metrics
+	token   string
+	exited  chan struct{}
+	waitErr error
+	client  *http.Client
+}
+
+// startServer starts bin as a development server with its data under dir
+// (created by the server with private modes) and its output appended to
+// logPath. It returns once the server printed its addresses.
+func startServer(ctx context.Context, bin, dir, logPath string) (*process, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "server", "run", "--dev", "--dev-dir", dir,
+		"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "warn")
+	cmd.Stdout = logf
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		_ = logf.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("soak: starting the server: %w", err)
+	}
+	p := &process{cmd: cmd, exited: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
+	addrs := make(chan [2]string, 1)
+	go func() {
+		// The banner's "API:" and "metrics:" lines give the addresses; every
+		// line also goes to the log.
+		var api, metrics string
+		sent := false
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			l := sc.Text()
+			fmt.Fprintln(logf, l)
+			f := strings.Fields(l)
+			switch {
+			case len(f) >= 2 && f[0] == "API:":
+				api = f[1]
+			case len(f) >= 2 && f[0] == "metrics:":
+				metrics = f[1]
+			}
+			if !sent && api != "" && metrics != "" {
+				addrs <- [2]string{api, metrics}
+				sent = true
+			}
+		}
+		_, _ = io.Copy(logf, stderr)
+		p.waitErr = cmd.Wait()
+		_ = logf.Close()
+		close(p.exited)
+	}()
+	select {
+	case a := <-addrs:
+		p.api, p.metrics = a[0], a[1]
+	case <-p.exited:
+		return nil, fmt.Errorf("soak: the server exited before it was ready (%v); see its log", p.waitErr)
+	case <-time.After(2 * time.Minute):
+		p.kill()
+		return nil, errors.New("soak: the server did not print its addresses within 2 minutes")
+	case <-ctx.Done():
+		p.kill()
+		return nil, context.Cause(ctx)
+	}
+	tok, err := os.ReadFile(filepath.Join(dir, "dev-token"))
+	if err != nil {
+		p.kill()
+		return nil, fmt.Errorf("soak: reading the development token: %w", err)
+	}
+	p.token = strings.TrimSpace(string(tok))
+	return p, nil
+}
+
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// kill ends the server at once and waits for it.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// stop asks the server to stop (SIGTERM) and waits for its graceful stop,
+// at most grace; then it kills it.
+func (p *process) stop(grace time.Duration) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return p.waitErr
+	case <-time.After(grace):
+		p.kill()
+		return fmt.Errorf("soak: the server did not stop within %s after SIGTERM and was killed", grace)
+	}
+}
+
+// alive reports whether the server is still running.
+func (p *process) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// dbStats is what the soak reads of the database's GET /v1/stats entry.
+type dbStats struct {
+	Pending   float64 // NaN when null
+	Completed float64
+}
+
+func (p *process) stats(ctx context.Context) (dbStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.api+"/v1/stats", nil)
+	if err != nil {
+		return dbStats{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return dbStats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return dbStats{}, fmt.Errorf("soak: GET /v1/stats: %s", resp.Status)
+	}
+	var doc struct {
+		Databases []struct {
+			Pending *float64 `json:"pending_outbox_deliveries"`
+			Outbox  struct {
+				Completed float64 `json:"completed_deliveries"`
+			} `json:"outbox"`
+		} `json:"databases"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return dbStats{}, fmt.Errorf("soak: GET /v1/stats: %w", err)
+	}
+	if len(doc.Databases) != 1 {
+		return dbStats{}, fmt.Errorf("soak: GET /v1/stats: %d databases, want 1", len(doc.Databases))
+	}
+	d := doc.Databases[0]
+	st := dbStats{Pending: nanIfNil(d.Pending), Completed: d.Outbox.Completed}
+	return st, nil
+}
+
+func nanIfNil(v *float64) float64 {
+	if v == nil {
+		return nanValue
+	}
+	return *v
+}
+
+// scrape reads the server's /metrics.
+func (p *process) scrape(ctx context.Context) ([]series, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.metrics, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("soak: GET /metrics: %s", resp.Status)
+	}
+	return parseExposition(resp.Body)
+}
+
+// rssBytes reads VmRSS from /proc/<pid>/status.
+func rssBytes(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nanValue, err
+	}
+	return parseVmRSS(string(b))
+}
+
+// parseVmRSS returns the VmRSS line of a /proc/<pid>/status text in bytes.
+func parseVmRSS(status string) (float64, error) {
+	for l := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(l, "VmRSS:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return nanValue, fmt.Errorf("soak: unexpected VmRSS line %q", strings.TrimSpace(l))
+		}
+		kb, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return nanValue, fmt.Errorf("soak: unexpected VmRSS line %q", strings.TrimSpace(l))
+		}
+		return kb * 1024, nil
+	}
+	return nanValue, errors.New("soak: no VmRSS in the process status")
+}
+
+// openFDs counts the entries of /proc/<pid>/fd and, among them, the
+// sockets (a link "socket:[inode]").
+func openFDs(pid int) (fds, sockets float64, err error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return nanValue, nanValue, err
+	}
+	for _, e := range es {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			sockets++
+		}
+	}
+	return float64(len(es)), sockets, nil
+}

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+const exposition = `# HELP go_goroutines Number of goroutines that currently exist.
+# TYPE go_goroutines gauge
+go_goroutines 42
+# TYPE riffdb_pebble_compaction_debt_bytes gauge
+riffdb_pebble_compaction_debt_bytes{otel_scope_name="github.com/riffdb/riffdb/telemetry",riffdb_database="default",riffdb_store="primary"} 1024
+riffdb_pebble_compaction_debt_bytes{otel_scope_name="github.com/riffdb/riffdb/telemetry",riffdb_database="default",riffdb_store="archive"} 3.5e+06
+# TYPE riffdb_outbox_delivery_lag_seconds histogram
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="default",le="0.001"} 10
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="default",le="0.01"} 60
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="default",le="0.1"} 100
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="default",le="+Inf"} 100
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="other",le="0.001"} 0
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="other",le="0.01"} 0
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="other",le="0.1"} 0
+riffdb_outbox_delivery_lag_seconds_bucket{riffdb_database="other",le="+Inf"} 100
+riffdb_outbox_delivery_lag_seconds_sum{riffdb_database="default"} 1.5
+weird_label{a="x\"y,z}",b="new\nline"} 7 1700000000000
+`
+
+func TestParseExposition(t *testing.T) {
+	ss, err := parseExposition(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := sum(ss, "go_goroutines", nil); !ok || v != 42 {
+		t.Fatalf("go_goroutines = %v, %v", v, ok)
+	}
+	if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "archive"}); !ok || v != 3.5e6 {
+		t.Fatalf("archive debt = %v, %v", v, ok)
+	}
+	if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", nil); !ok || v != 3.5e6+1024 {
+		t.Fatalf("debt of both stores = %v, %v", v, ok)
+	}
+	if _, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "nope"}); ok {
+		t.Fatal("a label that matches nothing found a sample")
+	}
+	if _, ok := sum(ss, "go_gc", nil); ok {
+		t.Fatal("a prefix of a name matched")
+	}
+	var weird series
+	for _, s := range ss {
+		if s.name == "weird_label" {
+			weird = s
+		}
+	}
+	if weird.value != 7 || weird.labels["a"] != `x"y,z}` || weird.labels["b"] != "new\nline" {
+		t.Fatalf("escaped labels parsed as %+v", weird)
+	}
+	h, err := histogramOf(ss, "riffdb_outbox_delivery_lag_seconds", map[string]string{"riffdb_database": "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.count() != 100 || h[0.01] != 60 || len(h) != 4 {
+		t.Fatalf("histogram %v", h)
+	}
+	all, err := histogramOf(ss, "riffdb_outbox_delivery_lag_seconds", nil)
+	if err != nil || all.count() != 200 || all[0.1] != 100 {
+		t.Fatalf("histogram of both series %v (%v)", all, err)
+	}
+}
+
+func TestParseExpositionRejectsMalformedLines(t *testing.T) {
+	for _, in := range []string{
+		`m{le="0.1"`,
+		`m{le="0.1"}`,
+		`m{le=0.1} 1`,
+		`m{a="b" c="d"} 1`,
+		`m one`,
+		`m 1 2 3`,
+		`{a="b"} 1`,
+	} {
+		if _, err := parseExposition(strings.NewReader(in)); !errors.Is(err, errExposition) {
+			t.Errorf("%q: err %v, want errExposition", in, err)
+		}
+	}
+	ss, err := parseExposition(strings.NewReader(`m_bucket{x="1"} 3`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := histogramOf(ss, "m", nil); err == nil {
+		t.Error("a bucket without le was accepted")
+	}
+}
+
+func TestQuantileInterpolatesLikePromQL(t *testing.T) {
+	h := histogram{0.001: 10, 0.01: 60, 0.1: 100, math.Inf(1): 100}
+	for _, c := range []struct{ q, want float64 }{
+		{0.05, 0.0005},              // rank 5 in (0, 0.001]
+		{0.35, 0.001 + 0.009*0.5},   // rank 35: halfway through (0.001, 0.01]
+		{0.6, 0.01},                 // rank 60 ends exactly at 0.01
+		{0.99, 0.01 + 0.09*39/40.0}, // rank 99 in (0.01, 0.1]
+	} {
+		if got := h.quantile(c.q); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := (histogram{0.1: 0, math.Inf(1): 5}).quantile(0.99); got != 0.1 {
+		t.Errorf("a rank in +Inf gives %v, want the highest finite bound", got)
+	}
+	if !math.IsNaN(histogram{}.quantile(0.5)) || !math.IsNaN((histogram{0.1: 0, math.Inf(1): 0}).quantile(0.5)) {
+		t.Error("an empty histogram has a quantile")
+	}
+	d := (histogram{0.1: 50, math.Inf(1): 70}).sub(histogram{0.1: 20, math.Inf(1): 20})
+	if d[0.1] != 30 || d.count() != 50 {
+		t.Errorf("sub = %v", d)
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	status := "Name:\triffdb\nVmPeak:\t  900000 kB\nVmRSS:\t  123456 kB\nThreads:\t12\n"
+	if v, err := parseVmRSS(status); err != nil || v != 123456*1024 {
+		t.Fatalf("VmRSS = %v, %v", v, err)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t12 MB\n", "VmRSS:\tlots kB\n"} {
+		if _, err := parseVmRSS(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// series builds samples every 10 s over total with the given functions of
+// the elapsed seconds.
+func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag func(float64) histogram) []Sample {
+	var out []Sample
+	for t := time.Duration(0); t <= total; t += 10 * time.Second {
+		x := t.Seconds()
+		s := Sample{Elapsed: t, RSSBytes: rss(x), Goroutines: gor(x), OpenFDs: fds(x), Sockets: 5, DebtPrimary: 1 << 20,
+			DebtArchive: 2 << 20, Pending: 3, Requests: x * 10}
+		if t > 0 {
+			s.Lag = lag(x)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func flat(v float64) func(float64) float64 { return func(float64) float64 { return v } }
+
+func steadyLag(float64) histogram {
+	return histogram{0.001: 50, 0.01: 99, 0.1: 100, math.Inf(1): 100}
+}
+
+func TestCSVRoundTrip(t *testing.T) {
+	samples := synthetic(time.Minute, flat(100<<20), flat(50), flat(20), steadyLag)
+	samples[2].Goroutines = math.NaN() // a failed scrape
+	var buf bytes.Buffer
+	w := newCSVWriter(&buf, []float64{0.001, 0.01, 0.1, math.Inf(1)})
+	for _, s := range samples {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, _, _ := strings.Cut(buf.String(), "\n")
+	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,compaction_debt_primary_bytes,compaction_debt_archive_bytes,pending,requests,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf"; head != want {
+		t.Fatalf("header\n%s\nwant\n%s", head, want)
+	}
+	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,1048576,2097152,3,100,100,1,") {
+		t.Fatalf("row of 10 s not as expected:\n%s", buf.String())
+	}
+	got, err := readCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(samples) {
+		t.Fatalf("%d samples read, %d written", len(got), len(samples))
+	}
+	for i := range samples {
+		a, b := samples[i], got[i]
+		same := func(x, y float64) bool { return x == y || math.IsNaN(x) && math.IsNaN(y) }
+		if a.Elapsed != b.Elapsed || !same(a.RSSBytes, b.RSSBytes) || !same(a.Goroutines, b.Goroutines) ||
+			!same(a.OpenFDs, b.OpenFDs) || !same(a.Sockets, b.Sockets) || !same(a.DebtPrimary, b.DebtPrimary) || !same(a.DebtArchive, b.DebtArchive) ||
+			!same(a.Pending, b.Pending) || !same(a.Requests, b.Requests) || (a.Lag == nil) != (b.Lag == nil) {
+			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
+		}
+		for bound, v := range a.Lag {
+			if b.Lag[bound] != v {
+				t.Fatalf("sample %d bucket %v: wrote %v, read %v", i, bound, v, b.Lag[bound])
+			}
+		}
+	}
+	for _, bad := range []string{"", "a,b\n1,2\n", strings.Join(fixedColumns, ",") + ",lag_le_x\n"} {
+		if _, err := readCSV(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q read", bad)
+		}
+	}
+}
+
+func TestWindowsScale(t *testing.T) {
+	w := windowsFor(time.Hour)
+	if w.Warmup != 5*time.Minute || w.BaseStart != 5*time.Minute || w.BaseEnd != 15*time.Minute || w.LastStart != 50*time.Minute {
+		t.Fatalf("60-minute windows %+v", w)
+	}
+	w = windowsFor(5 * time.Minute)
+	if w.Warmup != 25*time.Second || w.BaseEnd != 75*time.Second || w.LastStart != 250*time.Second || w.Total != 5*time.Minute {
+		t.Fatalf("5-minute windows %+v", w)
+	}
+}
+
+func targetsByName(ts []Target) map[string]Target {
+	m := map[string]Target{}
+	for _, t := range ts {
+		m[strings.Fields(t.Name)[0]] = t
+	}
+	return m
+}
+
+func TestTargetsMetOnAFlatRun(t *testing.T) {
+	// Noise around flat values: RSS ±3 %, goroutines ±8, descriptors ±2.
+	wobble := func(base, amp float64) func(float64) float64 {
+		return func(x float64) float64 { return base + amp*math.Sin(x/7) }
+	}
+	// RSS climbs during the warm-up only.
+	rss := func(x float64) float64 { return min(x, 25) * 4 * (1 << 20) * (1 + 0.03*math.Sin(x/11)) }
+	samples := synthetic(5*time.Minute, rss, wobble(60, 8), wobble(30, 2), steadyLag)
+	got := targetsByName(evaluate(samples, 5*time.Minute))
+	for name, tg := range got {
+		if !tg.Met {
+			t.Errorf("%s not met on a flat run: %+v", name, tg)
+		}
+	}
+	if r := got["RSS"]; math.Abs(r.Ratio) > 0.05 {
+		t.Errorf("RSS growth %v on a flat run", r.Ratio)
+	}
+	if p := got["commit→archived"]; math.Abs(p.Ratio-1) > 1e-9 || math.Abs(p.Value-p.Baseline) > 1e-9 {
+		t.Errorf("p99 ratio %v (%v vs %v) with the same lag in every interval", p.Ratio, p.Value, p.Baseline)
+	}
+	var buf bytes.Buffer
+	writeTargets(&buf, evaluate(samples, 5*time.Minute), windowsFor(5*time.Minute))
+	if strings.Contains(buf.String(), "MISSED") || strings.Count(buf.String(), " met\n") != 5 {
+		t.Errorf("report:\n%s", buf.String())
+	}
+}
+
+func TestTargetsMissedOnGrowth(t *testing.T) {
+	total := 5 * time.Minute
+	// RSS grows 20 % over the run after the warm-up; goroutines leak one
+	// per sample; descriptors leak one every two samples; the lag's p99
+	// doubles in the last window.
+	rss := func(x float64) float64 { return 100 * (1 << 20) * (1 + 0.2*x/300) }
+	lag := func(x float64) histogram {
+		if x > 250 {
+			return histogram{0.001: 50, 0.01: 98, 0.1: 100, math.Inf(1): 100}
+		}
+		return steadyLag(x)
+	}
+	samples := synthetic(total, rss, func(x float64) float64 { return 60 + x/10 }, func(x float64) float64 { return 30 + x/20 }, lag)
+	got := targetsByName(evaluate(samples, total))
+	for _, name := range []string{"RSS", "commit→archived", "goroutines", "descriptors"} {
+		if got[name].Met {
+			t.Errorf("%s met despite growth: %+v", name, got[name])
+		}
+	}
+	// Goroutines: slope 0.1/s over the 270 s after the warm-up (30 s … 300 s).
+	if g := got["goroutines"]; math.Abs(g.Ratio-27) > 1e-6 {
+		t.Errorf("goroutine projected growth %v, want 27", g.Ratio)
+	}
+	if s := got["sockets"]; !s.Met || s.Ratio != 0 {
+		t.Errorf("constant sockets: %+v", s)
+	}
+	if r := got["RSS"]; r.Ratio < 0.1 || r.Ratio > 0.2 {
+		t.Errorf("RSS growth %v, want between the windows' means (about +15 %%)", r.Ratio)
+	}
+	if p := got["commit→archived"]; p.Ratio < 1.2 {
+		t.Errorf("p99 ratio %v", p.Ratio)
+	}
+}
+
+func TestTrendIsLeastSquares(t *testing.T) {
+	if got := trend([]float64{0, 1, 2, 3}, []float64{1, 3, 5, 7}); math.Abs(got-2) > 1e-12 {
+		t.Fatalf("slope %v, want 2", got)
+	}
+	if got := trend([]float64{0, 1, 2, 3}, []float64{5, 4, 6, 5}); math.Abs(got-0.2) > 1e-12 {
+		t.Fatalf("slope %v, want 0.2", got)
+	}
+	if !math.IsNaN(trend([]float64{1}, []float64{1})) || !math.IsNaN(trend([]float64{2, 2}, []float64{1, 3})) {
+		t.Fatal("a slope without two distinct times")
+	}
+}
+
+func TestTargetsWithoutDeliveriesAreMissed(t *testing.T) {
+	samples := synthetic(5*time.Minute, flat(1<<20), flat(10), flat(10), func(float64) histogram { return nil })
+	if p := targetsByName(evaluate(samples, 5*time.Minute))["commit→archived"]; p.Met {
+		t.Fatalf("p99 target met without a delivery: %+v", p)
+	}
+}
+
+// svgDoc decodes the plot's elements this test looks at.
+type svgDoc struct {
+	XMLName xml.Name `xml:"svg"`
+	Panels  []struct {
+		Class     string `xml:"class,attr"`
+		Polylines []struct {
+			Class  string `xml:"class,attr"`
+			Points string `xml:"points,attr"`
+			Stroke string `xml:"stroke,attr"`
+		} `xml:"polyline"`
+		Texts []string `xml:"text"`
+	} `xml:"g"`
+}
+
+func TestSVGHasOnePanelPerSeries(t *testing.T) {
+	total := 5 * time.Minute
+	samples := synthetic(total, func(x float64) float64 { return (100 + x) * (1 << 20) }, flat(50), flat(20), steadyLag)
+	samples[5].Goroutines = math.NaN() // a gap
+	var buf bytes.Buffer
+	if err := writeSVG(&buf, "soak <test> & co", samples, windowsFor(total)); err != nil {
+		t.Fatal(err)
+	}
+	var doc svgDoc
+	if err := xml.NewDecoder(&buf).Decode(&doc); err != nil {
+		t.Fatalf("not well-formed XML: %v", err)
+	}
+	if len(doc.Panels) != len(panels) {
+		t.Fatalf("%d panels, want %d", len(doc.Panels), len(panels))
+	}
+	for i, p := range doc.Panels {
+		if p.Class != "panel" || !strings.Contains(strings.Join(p.Texts, "|"), panels[i].title) {
+			t.Fatalf("panel %d: class %q, texts %v", i, p.Class, p.Texts)
+		}
+		var lines [][]string
+		for _, pl := range p.Polylines {
+			if pl.Class == "series" {
+				lines = append(lines, strings.Fields(pl.Points))
+			}
+		}
+		switch panels[i].title {
+		case "goroutines":
+			// Two series (goroutines, and goroutines minus sockets), each
+			// broken in two around the gap.
+			if len(lines) != 4 || len(lines[0])+len(lines[1]) != len(samples)-1 || len(lines[2])+len(lines[3]) != len(samples)-1 {
+				t.Fatalf("goroutines: %d segments, want 4 (2 series around the gap) with %d points each", len(lines), len(samples)-1)
+			}
+		case "RSS":
+			if len(lines) != 1 || len(lines[0]) != len(samples) {
+				t.Fatalf("RSS: %v", lines)
+			}
+			// RSS grows: y decreases (SVG y points down) and x increases.
+			var px, py float64 = -1, math.Inf(1)
+			for _, pt := range lines[0] {
+				var x, y float64
+				if _, err := fmtSscanf(pt, &x, &y); err != nil {
+					t.Fatal(err)
+				}
+				if x <= px || y >= py {
+					t.Fatalf("point %s after (%v,%v): not increasing", pt, px, py)
+				}
+				px, py = x, y
+			}
+		case "commit→archived lag per interval", "Pebble compaction debt":
+			if len(lines) != 2 {
+				t.Fatalf("%s: %d lines, want 2", panels[i].title, len(lines))
+			}
+		}
+	}
+	if err := writeSVG(io.Discard, "empty", nil, windowsFor(total)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fmtSscanf parses an "x,y" polyline point.
+func fmtSscanf(pt string, x, y *float64) (int, error) {
+	return fmt.Sscanf(pt, "%g,%g", x, y)
+}
+
+// TestConnectionsAreNotALeak checks that goroutines and descriptors that
+// follow the client's connections (one goroutine and one socket each) do
+// not count as growth, while the sockets stay within the pool's allowance.
+func TestConnectionsAreNotALeak(t *testing.T) {
+	total := 5 * time.Minute
+	samples := synthetic(total, flat(100<<20), flat(0), flat(0), steadyLag)
+	for i := range samples {
+		conns := float64(min(i*3, 150)) // the pool grows with the load's latency
+		samples[i].Sockets = 2 + conns
+		samples[i].Goroutines = 30 + conns
+		samples[i].OpenFDs = 25 + 2 + conns
+	}
+	got := targetsByName(evaluate(samples, total))
+	for _, name := range []string{"goroutines", "descriptors", "sockets"} {
+		if !got[name].Met {
+			t.Errorf("%s: %+v", name, got[name])
+		}
+	}
+	if g := got["goroutines"]; g.Ratio != 0 || g.Value != 28 {
+		t.Errorf("goroutines not serving a connection: %+v, want flat at 28", g)
+	}
+}

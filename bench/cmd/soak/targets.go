@@ -1,0 +1,226 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// fullSoak is the duration the windows are stated for.
+const fullSoak = time.Hour
+
+// Windows are the parts of a soak the targets compare, stated for the
+// 60-minute soak and scaled proportionally for any other duration: the
+// warm-up (the first 5 minutes), the baseline window (minutes 5 to 15) and
+// the last window (the last 10 minutes). A 5-minute soak has a 25 s warm-up,
+// a baseline window from 25 s to 75 s and a last window from 250 s to 300 s.
+type Windows struct {
+	Total              time.Duration
+	Warmup             time.Duration
+	BaseStart, BaseEnd time.Duration
+	LastStart          time.Duration
+	Scale              float64 // Total / 60 minutes
+}
+
+// windowsFor returns the windows of a soak of total duration.
+func windowsFor(total time.Duration) Windows {
+	scale := float64(total) / float64(fullSoak)
+	at := func(minutes float64) time.Duration {
+		return time.Duration(math.Round(minutes * scale * float64(time.Minute)))
+	}
+	return Windows{Total: total, Warmup: at(5), BaseStart: at(5), BaseEnd: at(15), LastStart: total - at(10), Scale: scale}
+}
+
+// in reports whether a sample taken at elapsed belongs to the window
+// (from, to]: a sample describes the interval that ends at it.
+func in(elapsed, from, to time.Duration) bool { return elapsed > from && elapsed <= to }
+
+// Tolerances of the "no steady growth" targets: the least-squares trend
+// over the samples after the warm-up, projected over their span, may not
+// exceed the larger of an absolute allowance and a fraction of the mean.
+const (
+	growthRelTolerance     = 0.05
+	goroutineAbsTolerance  = 10.0
+	descriptorAbsTolerance = 5.0
+	// socketAbsTolerance allows the client's pool to grow to its cap (64
+	// connections per command, closed after 30 s idle) while the load's
+	// latency varies: the server's sockets follow the load generator's
+	// connections, not a leak.
+	socketAbsTolerance = 3 * 64.0
+	rssGrowthLimit     = 0.10
+	p99Limit           = 1.2
+)
+
+// Target is one checked figure: its value against its same-run baseline
+// and the limit the ratio (or the growth) is held to.
+type Target struct {
+	Name     string
+	Value    float64
+	Baseline float64
+	Unit     string
+	// Ratio is the compared quantity: Value/Baseline, or for the growth
+	// targets the projected growth.
+	Ratio float64
+	Limit string
+	Met   bool
+	// Note says what the value and baseline are.
+	Note string
+}
+
+// evaluate computes every target of samples taken over a soak of total
+// duration.
+func evaluate(samples []Sample, total time.Duration) []Target {
+	w := windowsFor(total)
+	return []Target{rssTarget(samples, w), p99Target(samples, w),
+		trendTarget("goroutines not serving a connection (no steady growth)", samples, w,
+			func(s Sample) float64 { return s.Goroutines - s.Sockets }, goroutineAbsTolerance),
+		trendTarget("descriptors other than sockets (no steady growth)", samples, w,
+			func(s Sample) float64 { return s.OpenFDs - s.Sockets }, descriptorAbsTolerance),
+		trendTarget("sockets (no steady growth; follows the load's concurrency)", samples, w,
+			func(s Sample) float64 { return s.Sockets }, socketAbsTolerance)}
+}
+
+// mean returns the mean of f over the samples in (from, to], ignoring NaN,
+// and how many there were.
+func mean(samples []Sample, from, to time.Duration, f func(Sample) float64) (float64, int) {
+	total, n := 0.0, 0
+	for _, s := range samples {
+		if v := f(s); in(s.Elapsed, from, to) && !math.IsNaN(v) {
+			total += v
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), 0
+	}
+	return total / float64(n), n
+}
+
+// rssTarget: RSS growth after the warm-up ≤ 10 %: the mean RSS of the last
+// window against the mean RSS of the baseline window.
+func rssTarget(samples []Sample, w Windows) Target {
+	rss := func(s Sample) float64 { return s.RSSBytes }
+	base, nb := mean(samples, w.BaseStart, w.BaseEnd, rss)
+	last, nl := mean(samples, w.LastStart, w.Total, rss)
+	peak := math.NaN()
+	for _, s := range samples {
+		if s.Elapsed > w.Warmup && !(s.RSSBytes <= peak) {
+			peak = s.RSSBytes
+		}
+	}
+	t := Target{Name: "RSS growth after the warm-up", Value: last / (1 << 20), Baseline: base / (1 << 20), Unit: "MiB",
+		Limit: fmt.Sprintf("≤ +%.0f%%", rssGrowthLimit*100),
+		Note: fmt.Sprintf("mean RSS of the last window (%d samples) against the baseline window (%d samples); peak after the warm-up %.1f MiB",
+			nl, nb, peak/(1<<20))}
+	t.Ratio = last/base - 1
+	t.Met = nb > 0 && nl > 0 && t.Ratio <= rssGrowthLimit
+	return t
+}
+
+// windowLag merges the lag observations of the samples in (from, to].
+func windowLag(samples []Sample, from, to time.Duration) histogram {
+	h := histogram{}
+	for _, s := range samples {
+		if in(s.Elapsed, from, to) && s.Lag != nil {
+			h.add(s.Lag)
+		}
+	}
+	return h
+}
+
+// p99Target: the commit→archived p99 of the last window ≤ 1.2× the p99 of
+// the baseline window, each computed from the window's merged histogram.
+func p99Target(samples []Sample, w Windows) Target {
+	base := windowLag(samples, w.BaseStart, w.BaseEnd)
+	last := windowLag(samples, w.LastStart, w.Total)
+	t := Target{Name: "commit→archived p99, last window vs baseline window", Unit: "ms",
+		Value: last.quantile(0.99) * 1000, Baseline: base.quantile(0.99) * 1000,
+		Limit: fmt.Sprintf("≤ %.1f×", p99Limit),
+		Note: fmt.Sprintf("riffdb_outbox_delivery_lag_seconds bucket deltas merged per window (%.0f and %.0f deliveries), interpolated within buckets",
+			last.count(), base.count())}
+	t.Ratio = t.Value / t.Baseline
+	t.Met = last.count() > 0 && base.count() > 0 && t.Ratio <= p99Limit
+	return t
+}
+
+// trend fits y = a + b·t by least squares over the points and returns the
+// slope b per second (NaN with fewer than two distinct times).
+func trend(ts, ys []float64) float64 {
+	n := float64(len(ts))
+	if n < 2 {
+		return math.NaN()
+	}
+	var st, sy float64
+	for i := range ts {
+		st += ts[i]
+		sy += ys[i]
+	}
+	mt, my := st/n, sy/n
+	var num, den float64
+	for i := range ts {
+		num += (ts[i] - mt) * (ys[i] - my)
+		den += (ts[i] - mt) * (ts[i] - mt)
+	}
+	if den == 0 {
+		return math.NaN()
+	}
+	return num / den
+}
+
+// trendTarget: no steady growth of f after the warm-up. The least-squares
+// slope over the samples after the warm-up, times their span, is the
+// projected growth; it may not exceed max(abs, 5 % of the mean).
+func trendTarget(name string, samples []Sample, w Windows, f func(Sample) float64, abs float64) Target {
+	var ts, ys []float64
+	for _, s := range samples {
+		if v := f(s); s.Elapsed > w.Warmup && !math.IsNaN(v) {
+			ts = append(ts, s.Elapsed.Seconds())
+			ys = append(ys, v)
+		}
+	}
+	t := Target{Name: name, Unit: "", Note: fmt.Sprintf("least-squares slope over %d samples after the warm-up, projected over their span", len(ts))}
+	if len(ts) < 2 {
+		t.Ratio, t.Value, t.Baseline = math.NaN(), math.NaN(), math.NaN()
+		t.Limit = "no data"
+		return t
+	}
+	m, _ := mean(samples, w.Warmup, w.Total, f)
+	slope := trend(ts, ys)
+	span := ts[len(ts)-1] - ts[0]
+	tol := max(abs, growthRelTolerance*m)
+	t.Value = ys[len(ys)-1]
+	t.Baseline = ys[0]
+	t.Ratio = slope * span
+	t.Limit = fmt.Sprintf("projected growth ≤ %.1f (max(%.0f, 5%% of the mean %.1f))", tol, abs, m)
+	t.Met = !math.IsNaN(slope) && t.Ratio <= tol
+	return t
+}
+
+// writeTargets prints every target: value, baseline, the compared quantity,
+// the limit and whether it was met.
+func writeTargets(out io.Writer, targets []Target, w Windows) {
+	fmt.Fprintf(out, "soak targets (%s; windows scaled ×%.3g from the 60-minute form: warm-up %s, baseline window %s–%s, last window %s–%s)\n",
+		w.Total, w.Scale, w.Warmup, w.BaseStart, w.BaseEnd, w.LastStart, w.Total)
+	for _, t := range targets {
+		verdict := "MISSED"
+		if t.Met {
+			verdict = "met"
+		}
+		var line strings.Builder
+		switch {
+		case strings.HasPrefix(t.Name, "RSS"):
+			fmt.Fprintf(&line, "  %-52s %8.1f %s vs baseline %8.1f %s: %+.1f%% (target %s) %s", t.Name, t.Value, t.Unit,
+				t.Baseline, t.Unit, t.Ratio*100, t.Limit, verdict)
+		case strings.HasPrefix(t.Name, "commit"):
+			fmt.Fprintf(&line, "  %-52s %8.3f %s vs baseline %8.3f %s: %.2f× (target %s) %s", t.Name, t.Value, t.Unit,
+				t.Baseline, t.Unit, t.Ratio, t.Limit, verdict)
+		default:
+			fmt.Fprintf(&line, "  %-52s first %.0f, last %.0f after the warm-up: %+.1f (target %s) %s", t.Name, t.Baseline,
+				t.Value, t.Ratio, t.Limit, verdict)
+		}
+		fmt.Fprintln(out, line.String())
+		fmt.Fprintf(out, "  %-52s (%s)\n", "", t.Note)
+	}
+}
