@@ -99,6 +99,9 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	var (
 		acct       = s.acct
 		next       accounting
+		charge     int64
+		nextCk     checkpoint
+		below      bool // the record sorts before the checkpoint's: it joins the validated prefix
 		outcome    Outcome
 		committing atomic.Bool // read after a timeout: the call may still run
 	)
@@ -120,7 +123,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 			}
 			return fmt.Errorf("%w: event %s", ErrConflict, key.Event)
 		}
-		charge := Charge(key, record)
+		charge = Charge(key, record)
 		if acct.EncodedBytes+charge > s.quota {
 			return fmt.Errorf("%w: quota: %d of %d bytes used, record needs %d", ErrCapacity, acct.EncodedBytes, s.quota, charge)
 		}
@@ -131,6 +134,14 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		b := s.db.NewBatch()
 		_ = b.Set(rk, encodeValue(key, record), nil)
 		_ = b.Set(keyAccounting, encodeAccounting(next), nil)
+		if s.ckptKey != nil && bytes.Compare(rk, s.ckptKey) < 0 {
+			// Keep the checkpoint's totals those of every record at or
+			// before its key (checkpoint.go), in the same atomic batch.
+			below = true
+			nextCk = checkpoint{key: s.ckpt.key, acct: accounting{
+				Records: s.ckpt.acct.Records + 1, EncodedBytes: s.ckpt.acct.EncodedBytes + charge}}
+			_ = b.Set(keyCheckpoint, encodeCheckpoint(nextCk), nil)
+		}
 		if ctx.Err() != nil || !phase.beginWrite() {
 			_ = b.Close()
 			return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
@@ -158,6 +169,12 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	s.acct = next
 	s.records.Store(next.Records)
 	s.encoded.Store(next.EncodedBytes)
+	if below {
+		s.setCheckpoint(nextCk)
+	}
+	if s.adv != nil {
+		s.adv.accepted = append(s.adv.accepted, acceptedRecord{key: rk, charge: charge})
+	}
 	s.mon.committed(s, next)
 	return Stored, nil
 }

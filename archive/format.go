@@ -24,6 +24,7 @@ var (
 	keyFormat     = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 	keyBinding    = []byte{prefixMeta, 'b', 'i', 'n', 'd', 'i', 'n', 'g'}
 	keyAccounting = []byte{prefixMeta, 'a', 'c', 'c', 'o', 'u', 'n', 't', 'i', 'n', 'g'}
+	keyCheckpoint = []byte{prefixMeta, 'c', 'h', 'e', 'c', 'k', 'p', 'o', 'i', 'n', 't'}
 
 	recordLower = []byte{prefixRecord}
 	recordUpper = []byte{prefixRecord + 1}
@@ -178,6 +179,40 @@ func decodeAccounting(b []byte) (accounting, error) {
 		return accounting{}, fmt.Errorf("%w: accounting value out of range", ErrCorrupt)
 	}
 	return a, nil
+}
+
+// checkpoint is the validated prefix (see checkpoint.go): every record
+// whose key sorts at or before key, acct.Records of them holding
+// acct.EncodedBytes of charges. The zero checkpoint (no records) means none.
+type checkpoint struct {
+	key  event.Key
+	acct accounting
+}
+
+// encodeCheckpoint encodes key(36) ‖ count(u64) ‖ bytes(u64) ‖ CRC32C.
+func encodeCheckpoint(c checkpoint) []byte {
+	b := make([]byte, 0, checkpointLen)
+	b = c.key.AppendBinary(b)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.acct.Records))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.acct.EncodedBytes))
+	return binary.BigEndian.AppendUint32(b, checksum(b))
+}
+
+const checkpointLen = event.KeyLen + 8 + 8 + 4
+
+func decodeCheckpoint(b []byte) (checkpoint, error) {
+	if len(b) != checkpointLen || binary.BigEndian.Uint32(b[checkpointLen-4:]) != checksum(b[:checkpointLen-4]) {
+		return checkpoint{}, fmt.Errorf("%w: checkpoint value", ErrCorrupt)
+	}
+	k, err := event.DecodeKey(b[:event.KeyLen])
+	if err != nil {
+		return checkpoint{}, fmt.Errorf("%w: checkpoint key", ErrCorrupt)
+	}
+	a := accounting{Records: int64(binary.BigEndian.Uint64(b[event.KeyLen:])), EncodedBytes: int64(binary.BigEndian.Uint64(b[event.KeyLen+8:]))}
+	if a.Records <= 0 || a.EncodedBytes <= 0 {
+		return checkpoint{}, fmt.Errorf("%w: checkpoint value out of range", ErrCorrupt)
+	}
+	return checkpoint{key: k, acct: a}, nil
 }
 
 // archiveID identifies one archive instance and its format: a digest of the

@@ -248,11 +248,12 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 		s.inst.abandon()
 		return err
 	}
-	if err := s.initMeta(ctx, opts.Database, create); err != nil {
+	m, err := s.initMeta(ctx, opts.Database, create)
+	if err != nil {
 		_ = s.closeDB()
 		return err
 	}
-	if err := s.validate(ctx); err != nil {
+	if err := s.validate(ctx, m); err != nil {
 		_ = s.closeDB()
 		return err
 	}
@@ -304,21 +305,21 @@ func (s *Store) instance() ([]byte, error) {
 }
 
 // initMeta reads (or, on a store without any key, writes) the format
-// marker, binding and accounting.
-func (s *Store) initMeta(ctx context.Context, database event.DatabaseID, create bool) error {
+// marker, binding and accounting, and returns the metadata read.
+func (s *Store) initMeta(ctx context.Context, database event.DatabaseID, create bool) (meta, error) {
 	m, err := s.readMeta(ctx)
 	if errors.Is(err, errNoMarker) {
 		empty, eerr := s.isEmpty(ctx)
 		if eerr != nil {
-			return eerr
+			return meta{}, eerr
 		}
 		if !empty {
-			return newError(ErrIncompatibleFormat, "the store has no archive format marker", nil)
+			return meta{}, newError(ErrIncompatibleFormat, "the store has no archive format marker", nil)
 		}
 		if !create {
 			// The store held committed writes once (it was not fresh), so
 			// its metadata was written: it lost everything.
-			return newError(ErrCorrupt, "the archive's metadata is missing from an archive that was created before", nil)
+			return meta{}, newError(ErrCorrupt, "the archive's metadata is missing from an archive that was created before", nil)
 		}
 		b := s.db.NewBatch()
 		_ = b.Set(keyFormat, encodeMarker(formatVersion), nil)
@@ -329,24 +330,24 @@ func (s *Store) initMeta(ctx context.Context, database event.DatabaseID, create 
 			_ = b.Close()
 			return err
 		}); err != nil {
-			return err
+			return meta{}, err
 		}
 		s.log.Info("archive created", zap.String("database_id", database.String()))
 		m = meta{version: formatVersion, binding: database}
 	} else if err != nil {
-		return err
+		return meta{}, err
 	}
 	if m.binding != database {
-		return fmt.Errorf("%w: archive is bound to database %s", ErrBindingChanged, m.binding)
+		return meta{}, fmt.Errorf("%w: archive is bound to database %s", ErrBindingChanged, m.binding)
 	}
 	s.binding = m.binding
 	instance, err := s.instance()
 	if err != nil {
-		return err
+		return meta{}, err
 	}
 	s.id = makeArchiveID(m.binding, instance)
 	s.acct = m.acct
 	s.records.Store(m.acct.Records)
 	s.encoded.Store(m.acct.EncodedBytes)
-	return nil
+	return m, nil
 }

@@ -148,7 +148,9 @@ func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
 		return it.Close()
 	})
 	if pageErr != nil {
-		err = pageErr
+		// A storage-engine error met while filling the page (a table
+		// block's checksum) is sanitized and classed like any other.
+		err = mapError("reading a page", pageErr)
 	}
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {

@@ -54,6 +54,10 @@ type Store struct {
 	accepted  metric.Int64Counter
 	decisions metric.Int64Counter
 	gauges    metric.Registration
+	// The background scrub's instruments (scrub.go).
+	scrubRecords  metric.Int64Counter
+	scrubPasses   metric.Int64Counter
+	scrubProgress metric.Float64Gauge
 	gaugeInit func() (metric.Registration, error)
 
 	// inst is the filesystem of the open Pebble instance (fence.go);
@@ -61,8 +65,23 @@ type Store struct {
 	inst      *instanceFS
 	abandoned bool
 
-	mu   sync.Mutex // the single writer; guards acct
+	mu   sync.Mutex // the single writer; guards acct, ckpt, ckptKey and adv
 	acct accounting
+	// ckpt is the durable validated-prefix checkpoint (checkpoint.go) and
+	// ckptKey its record's Pebble key (nil: none); adv collects what
+	// Accept stores while a Checkpoint validates a snapshot.
+	ckpt    checkpoint
+	ckptKey []byte
+	adv     *advance
+	// ckptMu serializes Checkpoint calls (Close's final one included).
+	ckptMu sync.Mutex
+	// ckptRecords and ckptBytes mirror ckpt.acct for CheckpointDue.
+	ckptRecords, ckptBytes atomic.Int64
+	// shut is set, under mu, once Close closed the storage engine.
+	shut bool
+	// testCheckpointSnapshot, when set (tests), runs in Checkpoint after
+	// its snapshot was taken, before it validates it.
+	testCheckpointSnapshot func()
 
 	records, encoded atomic.Int64 // mirrors of acct for lock-free Usage
 	closed           atomic.Bool
@@ -139,6 +158,14 @@ func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	// A clean close advances the checkpoint over everything accepted since
+	// the last one (at most about CheckpointRecords while the server calls
+	// Checkpoint), so the next Open validates nothing but the continuity.
+	if s.st.err() == nil {
+		if err := s.checkpoint(context.Background(), true); err != nil {
+			s.log.Warn("archive checkpoint not advanced at close", zap.Error(err))
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mon.detach(s)
@@ -155,6 +182,7 @@ func (s *Store) Close() error {
 		_ = s.gauges.Unregister()
 	}
 	err := s.closeDB()
+	s.shut = true
 	if err == nil && s.st.err() == nil && s.db != nil && !s.abandoned {
 		// A clean close raises the floor to the accounting every accepted
 		// record is durable under (floor.go). After a failure the floor

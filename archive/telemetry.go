@@ -46,6 +46,18 @@ func (s *Store) initTelemetry(opts Options) error {
 		metric.WithDescription("Group quota checks, by result (fits, does_not_fit).")); err != nil {
 		return fmt.Errorf("archive: telemetry: %w", err)
 	}
+	if s.scrubRecords, err = m.Int64Counter("riffdb.archive.scrub.records", metric.WithUnit("{record}"),
+		metric.WithDescription("Records validated by the archive's background scrub.")); err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	if s.scrubPasses, err = m.Int64Counter("riffdb.archive.scrub.passes", metric.WithUnit("{pass}"),
+		metric.WithDescription("Complete passes of the archive's background scrub over every record.")); err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
+	if s.scrubProgress, err = m.Float64Gauge("riffdb.archive.scrub.progress", metric.WithUnit("1"),
+		metric.WithDescription("Fraction of the archive's records the current background scrub pass has validated (1 at the end of a pass).")); err != nil {
+		return fmt.Errorf("archive: telemetry: %w", err)
+	}
 	s.dbSet = metric.WithAttributeSet(attribute.NewSet(s.dbAttr))
 	s.resultSets = make(map[string]metric.MeasurementOption)
 	for _, result := range []string{"stored", "duplicate", "refused", "fits", "does_not_fit"} {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
 )
@@ -18,11 +17,16 @@ type meta struct {
 	version uint16
 	binding event.DatabaseID
 	acct    accounting
+	// ckpt is the validated-prefix checkpoint (zero: none); ckptErr is set
+	// when its value is damaged. Neither fails readMeta: a checkpoint is
+	// never trusted blindly (see Store.validate), and Inspect ignores it.
+	ckpt    checkpoint
+	ckptErr error
 }
 
-// readMeta reads and decodes the three metadata values.
+// readMeta reads and decodes the metadata values.
 func (c *core) readMeta(ctx context.Context) (meta, error) {
-	var fv, bv, av []byte
+	var fv, bv, av, cv []byte
 	err := guarded(ctx, c.st, c.timeout, "reading archive metadata", false, func() error {
 		var err error
 		if fv, err = get(c.db, keyFormat); err != nil {
@@ -31,7 +35,10 @@ func (c *core) readMeta(ctx context.Context) (meta, error) {
 		if bv, err = get(c.db, keyBinding); err != nil {
 			return err
 		}
-		av, err = get(c.db, keyAccounting)
+		if av, err = get(c.db, keyAccounting); err != nil {
+			return err
+		}
+		cv, err = get(c.db, keyCheckpoint)
 		return err
 	})
 	if err != nil {
@@ -53,6 +60,9 @@ func (c *core) readMeta(ctx context.Context) (meta, error) {
 	if m.acct, err = decodeAccounting(av); err != nil {
 		return meta{}, err
 	}
+	if cv != nil {
+		m.ckpt, m.ckptErr = decodeCheckpoint(cv)
+	}
 	return m, nil
 }
 
@@ -70,7 +80,7 @@ func (s *Store) isEmpty(ctx context.Context) (bool, error) {
 }
 
 // checkMetaKeys verifies that no key exists outside the record range except
-// the three metadata keys.
+// the metadata keys.
 func (c *core) checkMetaKeys(ctx context.Context) error {
 	var unknown bool
 	err := guarded(ctx, c.st, c.timeout, "reading archive metadata", false, func() error {
@@ -81,7 +91,8 @@ func (c *core) checkMetaKeys(ctx context.Context) error {
 			}
 			for ok := it.First(); ok; ok = it.Next() {
 				k := it.Key()
-				if !bytes.Equal(k, keyFormat) && !bytes.Equal(k, keyBinding) && !bytes.Equal(k, keyAccounting) {
+				if !bytes.Equal(k, keyFormat) && !bytes.Equal(k, keyBinding) && !bytes.Equal(k, keyAccounting) &&
+					!bytes.Equal(k, keyCheckpoint) {
 					unknown = true
 				}
 			}
@@ -114,6 +125,11 @@ type scanTotals struct {
 func (c *core) scan(ctx context.Context, after Cursor, maxPages int, onPage func(Page) error) (scanTotals, error) {
 	r := c.newReader()
 	defer r.Close()
+	return scanWith(ctx, r, after, maxPages, onPage)
+}
+
+// scanWith is scan over the snapshot of r.
+func scanWith(ctx context.Context, r *Reader, after Cursor, maxPages int, onPage func(Page) error) (scanTotals, error) {
 	var t scanTotals
 	for maxPages <= 0 || t.pages < maxPages {
 		p, err := r.ReadPage(ctx, after)
@@ -137,19 +153,3 @@ func (c *core) scan(ctx context.Context, after Cursor, maxPages int, onPage func
 	return t, nil
 }
 
-// validate is the startup validation.
-func (s *Store) validate(ctx context.Context) error {
-	if err := s.checkMetaKeys(ctx); err != nil {
-		return err
-	}
-	t, err := s.scan(ctx, nil, 0, nil)
-	if err != nil {
-		return err
-	}
-	if t.records != s.acct.Records || t.bytes != s.acct.EncodedBytes {
-		return fmt.Errorf("%w: accounting says %d records / %d bytes, records hold %d / %d",
-			ErrCorrupt, s.acct.Records, s.acct.EncodedBytes, t.records, t.bytes)
-	}
-	s.log.Info("archive validated", zap.Int64("records", t.records), zap.Int64("encoded_bytes", t.bytes), zap.Int("pages", t.pages))
-	return nil
-}
