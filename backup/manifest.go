@@ -1,0 +1,206 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/riffdb/riffdb/internal/pathless"
+)
+
+// Manifest is manifest.json in a backup directory (format 1). Moved-aside
+// data (replaced-… entries) carries one too, in the same format.
+type Manifest struct {
+	Format             int       `json:"format"`               // 1
+	Name               string    `json:"name"`                 // the entry's directory name under backup_root
+	DatabaseID         string    `json:"database_id"`          // 32 lowercase hex
+	HistoryIncarnation uint64    `json:"history_incarnation"`  // of the copied store
+	LastCommitSequence uint64    `json:"last_commit_sequence"` // of the copied store
+	CreatedAt          time.Time `json:"created_at"`           // UTC
+	Files              []File    `json:"files"`                // every file of the store copy, sorted by name
+	// Damaged is set by List (never written) for a backup entry whose
+	// manifest cannot be read; only Name is known then.
+	Damaged bool `json:"damaged,omitempty"`
+}
+
+// File is one file of a store copy.
+type File struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"` // 64 lowercase hex
+}
+
+// Layout of an entry under backup_root.
+const (
+	manifestFormat = 1
+	manifestName   = "manifest.json"
+	storeDirName   = "store"
+	// partialSuffix marks a backup being written; partialMarker, a file
+	// written first into it, proves it is one of ours.
+	partialSuffix  = ".partial"
+	partialMarker  = "riffdb-backup-partial"
+	backupPrefix   = "backup-"
+	replacedPrefix = "replaced-"
+	// maxManifest bounds what a manifest read takes.
+	maxManifest = 64 << 20
+	// nameTime is the time part of entry names: UTC, sortable.
+	nameTime = "20060102T150405.000000Z"
+)
+
+// checkName reports whether name is a plain entry name.
+func checkName(name string) error {
+	switch {
+	case name == "", name == ".", name == "..", len(name) > 255,
+		strings.ContainsAny(name, "/\\\x00"), strings.HasPrefix(name, "."),
+		strings.HasSuffix(name, partialSuffix):
+		return fmt.Errorf("%w: it must be a backup's entry name under backup_root, without '/', not starting with '.'", ErrInvalidName)
+	}
+	return nil
+}
+
+// readManifest reads and checks the manifest of the entry dir.
+func readManifest(dir string) (Manifest, error) {
+	f, err := os.Open(filepath.Join(dir, manifestName))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%w: its manifest cannot be read: %w", ErrBackupDamaged, pathless.Error(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%w: its manifest cannot be read: %w", ErrBackupDamaged, pathless.Error(err))
+	}
+	if len(b) > maxManifest {
+		return Manifest{}, fmt.Errorf("%w: its manifest is too large", ErrBackupDamaged)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil || dec.More() {
+		return Manifest{}, fmt.Errorf("%w: its manifest is not valid", ErrBackupDamaged)
+	}
+	if err := m.check(); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+// check validates a decoded manifest's fields.
+func (m Manifest) check() error {
+	bad := func(what string) error { return fmt.Errorf("%w: its manifest has %s", ErrBackupDamaged, what) }
+	switch {
+	case m.Format != manifestFormat:
+		return bad(fmt.Sprintf("format %d, not %d", m.Format, manifestFormat))
+	case m.Damaged:
+		return bad("a damaged flag")
+	case len(m.DatabaseID) != 32 || strings.ToLower(m.DatabaseID) != m.DatabaseID:
+		return bad("an invalid database identity")
+	case m.HistoryIncarnation == 0:
+		return bad("history incarnation 0")
+	case len(m.Files) == 0:
+		return bad("no files")
+	}
+	if _, err := hex.DecodeString(m.DatabaseID); err != nil {
+		return bad("an invalid database identity")
+	}
+	for i, f := range m.Files {
+		if checkName(f.Name) != nil || f.Size < 0 || len(f.SHA256) != 64 || strings.ToLower(f.SHA256) != f.SHA256 {
+			return bad("an invalid file entry")
+		}
+		if _, err := hex.DecodeString(f.SHA256); err != nil {
+			return bad("an invalid file checksum")
+		}
+		if i > 0 && m.Files[i-1].Name >= f.Name {
+			return bad("files out of order or repeated")
+		}
+	}
+	return nil
+}
+
+// writeManifest writes m as dir's manifest.json (0600) through a synced
+// temporary file and a rename, then syncs dir.
+func writeManifest(dir string, m Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, manifestName+".tmp")
+	if err := writeFileSync(tmp, append(b, '\n')); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// writeFileSync writes a new file (0600) and syncs it.
+func writeFileSync(name string, b []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Sync(), f.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// hashDir returns the size and SHA-256 of every regular file of dir, sorted
+// by name. Entries of other types are refused when strict, else skipped.
+func hashDir(ctx context.Context, dir string, strict bool) ([]File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []File
+	for _, e := range entries {
+		if err := context.Cause(ctx); err != nil {
+			return nil, err
+		}
+		if !e.Type().IsRegular() {
+			if strict {
+				return nil, fmt.Errorf("the store holds an entry that is not a regular file (%v)", e.Type())
+			}
+			continue
+		}
+		f, err := hashFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		f.Name = e.Name()
+		files = append(files, f)
+	}
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
+	return files, nil
+}
+
+func hashFile(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return File{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
