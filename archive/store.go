@@ -58,7 +58,7 @@ type Store struct {
 	scrubRecords  metric.Int64Counter
 	scrubPasses   metric.Int64Counter
 	scrubProgress metric.Float64Gauge
-	gaugeInit func() (metric.Registration, error)
+	gaugeInit     func() (metric.Registration, error)
 
 	// inst is the filesystem of the open Pebble instance (fence.go);
 	// abandoned is set once closeDB had to fence it off.

@@ -152,4 +152,3 @@ func scanWith(ctx context.Context, r *Reader, after Cursor, maxPages int, onPage
 	}
 	return t, nil
 }
-
