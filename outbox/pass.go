@@ -98,8 +98,9 @@ func (p *pass) run() error {
 		return nil
 	}
 	// While unhealthy, probe before claiming anything: an outage must not
-	// spend attempts.
-	if h.State != StateHealthy || h.Reason == ReasonIdentityConflict {
+	// spend attempts. A destination that failed between calls (Watched)
+	// is probed too, so that an idle worker reports it.
+	if h.State != StateHealthy || h.Reason == ReasonIdentityConflict || w.destinationFailed() {
 		if err := w.dst.Probe(context.WithoutCancel(p.ctx)); err != nil {
 			return p.fail(err)
 		}

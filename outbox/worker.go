@@ -75,6 +75,30 @@ type Destination interface {
 	Accept(ctx context.Context, key event.Key, record []byte) (Outcome, error)
 }
 
+// Watched is implemented by a Destination that can fail between the
+// worker's calls, as the archive does when its background scrub finds
+// corrupt content. The channel Failed returns is closed once that
+// happened; from then on every call of the destination returns the
+// failure. The worker then runs a pass that probes the destination, idle or
+// not, so that health reports the failure at once.
+type Watched interface {
+	Failed() <-chan struct{}
+}
+
+// destinationFailed reports whether a Watched destination failed.
+func (w *Worker) destinationFailed() bool {
+	wd, ok := w.dst.(Watched)
+	if !ok {
+		return false
+	}
+	select {
+	case <-wd.Failed():
+		return true
+	default:
+		return false
+	}
+}
+
 // Clock is the worker's time source (riffdb's one clock shape). Tests
 // inject a fake one.
 type Clock = clock.Clock
@@ -201,6 +225,10 @@ func (w *Worker) Close() error { return w.inst.close() }
 
 func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	var failed <-chan struct{} // a Watched destination's; nil once it fired
+	if wd, ok := w.dst.(Watched); ok {
+		failed = wd.Failed()
+	}
 	for {
 		res, err := w.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -230,6 +258,8 @@ func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 			return
 		case <-notify:
 		case <-w.wake:
+		case <-failed:
+			failed = nil // the next pass probes and stops on it
 		case <-w.clock.After(wait):
 		}
 	}
