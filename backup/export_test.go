@@ -1,0 +1,5 @@
+package backup
+
+// SetAfterStep installs the restore's step hook: f is called after every
+// step; an error stops the restore there, as a crash would.
+func SetAfterStep(req *RestoreRequest, f func(step string) error) { req.afterStep = f }
