@@ -32,8 +32,9 @@
 //     the same idempotency key, and every retry must come back as a replay
 //     of the same commit.
 //  4. Every interval (10 s) it records the server's VmRSS
-//     (/proc/<pid>/status), go_goroutines and riffdb_pebble_compaction_debt_bytes
-//     of both stores (/metrics), its open descriptors (/proc/<pid>/fd), the
+//     (/proc/<pid>/status), go_goroutines, riffdb_pebble_compaction_debt_bytes
+//     of both stores and their memtable allocation (/metrics), its open
+//     descriptors and sockets (/proc/<pid>/fd), the
 //     pending backlog (GET /v1/stats) and the commit→archived lag of the
 //     interval: the change of the server's riffdb_outbox_delivery_lag_seconds
 //     histogram since the previous sample (the load generator has no
@@ -475,7 +476,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 	var samples []Sample
 	take := func(elapsed time.Duration) error {
 		s := Sample{Elapsed: elapsed, RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue,
-			DebtPrimary: nanValue, DebtArchive: nanValue, Pending: nanValue}
+			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, Pending: nanValue}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
 		}
@@ -493,6 +494,9 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			}
 			if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "archive"}); ok {
 				s.DebtArchive = v
+			}
+			if v, ok := sum(ss, "riffdb_pebble_memtable_size_bytes", nil); ok {
+				s.Memtables = v
 			}
 			if lag, err := histogramOf(ss, loadtest.LagMetric, nil); err == nil && elapsed > 0 {
 				s.Lag = lag.sub(prevLag)

@@ -25,7 +25,9 @@ type panel struct {
 
 // panels are the plot's charts, one per recorded series.
 var panels = []panel{
-	{title: "RSS", unit: "MiB", lines: []line{{"VmRSS", "#1f77b4", func(s Sample) float64 { return s.RSSBytes / (1 << 20) }}}},
+	{title: "RSS", unit: "MiB", lines: []line{
+		{"VmRSS", "#1f77b4", func(s Sample) float64 { return s.RSSBytes / (1 << 20) }},
+		{"memtables allocated", "#aec7e8", func(s Sample) float64 { return s.Memtables / (1 << 20) }}}},
 	{title: "goroutines", unit: "", lines: []line{
 		{"go_goroutines", "#2ca02c", func(s Sample) float64 { return s.Goroutines }},
 		{"minus sockets", "#98df8a", func(s Sample) float64 { return s.Goroutines - s.Sockets }}}},
@@ -96,7 +98,20 @@ func valueRange(p panel, samples []Sample) (lo, hi float64) {
 	if math.IsInf(hi, -1) || hi <= lo {
 		hi = lo + 1
 	}
-	return lo, hi * 1.05
+	return lo, niceCeil(hi)
+}
+
+// niceCeil returns the smallest of 1, 1.2, 1.6, 2, 2.4, 3.2, 4, 6, 8 or 10
+// times a power of ten that is at least v (v > 0), so that the axis
+// ticks at quarters read well.
+func niceCeil(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.2, 1.6, 2, 2.4, 3.2, 4, 6, 8, 10} {
+		if m*p >= v*(1-1e-12) {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 func drawPanel(b *strings.Builder, p panel, samples []Sample, w Windows, top int) {
@@ -142,7 +157,7 @@ func drawPanel(b *strings.Builder, p panel, samples []Sample, w Windows, top int
 			fmt.Fprintf(b, `<polyline class="series" points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", pts, l.color)
 		}
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" fill="%s" text-anchor="end">%s</text>`+"\n",
-			sc.x1-float64(li)*90, top+panelTop-8, l.color, html.EscapeString(l.label))
+			sc.x1-float64(li)*130, top+panelTop-8, l.color, html.EscapeString(l.label))
 	}
 	b.WriteString("</g>\n")
 }
