@@ -132,7 +132,9 @@ const (
 )
 
 type leftover struct {
-	dir        string
+	dir string
+	// incomplete: provably nothing to keep (the incomplete marker, or an
+	// empty directory); removed.
 	incomplete bool
 	info       *primary.StoreInfo // nil: unreadable
 }
@@ -386,7 +388,15 @@ func (r *restore) findLeftovers(ctx context.Context) error {
 			continue
 		}
 		l := leftover{dir: filepath.Join(r.parent, e.Name())}
+		names, err := os.ReadDir(l.dir)
+		if err != nil {
+			return fmt.Errorf("backup: read a staging directory of an earlier restore: %w", pathless.Error(err))
+		}
 		if _, err := os.Lstat(filepath.Join(l.dir, incompleteMarker)); err == nil {
+			l.incomplete = true
+		} else if len(names) == 0 || (len(names) == 1 && names[0].Name() == "LOCK") {
+			// The empty database directory an interrupted restore swapped
+			// out: nothing to keep.
 			l.incomplete = true
 		} else if info, err := primary.ReadStoreInfo(ctx, l.dir, nil); err == nil {
 			l.info = &info
