@@ -16,13 +16,66 @@
 // key and is accepted once. Fit answers the group quota question for a
 // claim run without writing. There is no deletion, ever.
 //
-// Open validates the whole archive in bounded pages (at most MaxPageRecords
-// records and MaxPageBytes each) before the first delivery: every value's
-// checksum, the stored event's decode and hash, the key's binding, and the
-// count and Σ charges against the durable accounting. The same validating
-// Reader, over a Pebble snapshot with an opaque resumable Cursor, serves
-// offline Inspect and reconciliation campaigns over archives larger than one
-// call's bound.
+// The same validating Reader, over a Pebble snapshot with an opaque
+// resumable Cursor, serves Open's validation, the background scrub, offline
+// Inspect and reconciliation campaigns over archives larger than one call's
+// bound. A page holds at most MaxPageRecords records and MaxPageBytes.
+//
+// # What "validates the archive in bounded pages before dispatch" covers
+//
+// Validating a record means: its value's checksum (over key, version and
+// bytes), the stored event's decode and SHA-256 event hash, the event
+// identity against the key, and the key's database binding. Validating the
+// archive means that, for every record, plus count and Σ charges equal to
+// the durable accounting.
+//
+// Open, before the first delivery, checks the metadata keys (format
+// marker, binding, accounting, nothing unknown) and then uses the
+// validated-prefix checkpoint (checkpoint.go): the key K of the last record
+// a validation reached, with the count and Σ charges of every record at or
+// before K. It validates, in bounded pages, only the records after K and
+// the record K itself, and checks continuity: the checkpoint's totals plus
+// those of the records after K must equal the durable accounting. Without a
+// checkpoint, or with one that is damaged, names no record, exceeds the
+// accounting or does not add up, Open validates every record, as the first
+// start of an archive does, and writes a fresh checkpoint. Then come the
+// anchors (floor file, the primary's delivery mark and history bound).
+//
+// The records at or before K are trusted without being read, for three
+// reasons. Records are immutable and never deleted, so a record validated
+// once stays valid as long as the storage engine returns the bytes it
+// stored. Pebble verifies a CRC32C over every WAL chunk and every table
+// block it reads from disk (and compactions read every block they rewrite),
+// so bit rot is reported as corruption, not returned as data. And the
+// continuity check ties the prefix to the accounting: a record lost or
+// added without its charge makes the totals disagree, which sends Open to
+// the full validation. What a trusted prefix does not show at startup is a
+// record whose bytes changed with valid block checksums (a store tampered
+// with through Pebble, or a block damaged in memory before it was
+// checksummed) and a damaged table block that no read has reached yet:
+// those are what the background scrub and Inspect are for.
+//
+// The checkpoint advances only over records just validated: at the end of
+// Open, at Checkpoint (the server calls it while delivering, once
+// CheckpointRecords records or CheckpointBytes bytes were accepted beyond
+// it), and at a clean Close. So the work of Open is bounded by what was
+// accepted since the last checkpoint: nothing after a clean shutdown, at
+// most about CheckpointRecords records (plus those in flight) after a
+// crash. An Accept of a record that sorts before K (a retry older than
+// records already archived) adds it to the checkpoint in its own atomic
+// batch, so continuity holds without re-reading the prefix.
+//
+// The background scrub (Scrub, run by the server at
+// scrub_pages_per_second) validates the whole archive again, page by page,
+// over a snapshot, reading every table block from disk through Pebble's
+// checksums, and checks the prefix totals against the checkpoint and all
+// totals against the accounting. Inspect is the offline full scrub: every
+// record, the totals, the metadata keys, the floors and Pebble's level
+// check. When the scrub (or a Checkpoint) finds corrupt content, the store
+// becomes unusable with ErrCorrupt, delivery stops exactly as after a
+// failed startup validation (stopped, corrupt_content), and the checkpoint
+// is dropped, so that the next start validates everything and refuses the
+// archive again until an operator repairs it.
 //
 // # Offline reading: Inspect and OpenReader
 //
@@ -64,6 +117,7 @@
 //	'm' "format"           "RIFFARCH" ‖ version(u16)=1 ‖ CRC32C
 //	'm' "binding"          database identity(16) ‖ CRC32C
 //	'm' "accounting"       record count(u64) ‖ Σ charges(u64) ‖ CRC32C
+//	'm' "checkpoint"       key(36) ‖ record count(u64) ‖ Σ charges(u64) ‖ CRC32C (optional)
 //
 // The quota charge of a record is the canonical key length (36) plus the
 // length of its complete encoded value (Charge). Pebble's own overhead,

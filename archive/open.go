@@ -99,9 +99,13 @@ type Options struct {
 // a store whose Pebble format is outside [FormatMajorVersion,
 // pebble.FormatNewest] or whose archive marker is absent or unknown
 // (ErrIncompatibleFormat), or that is bound to another database
-// (ErrBindingChanged). Finally it validates every record in bounded pages
-// (decode, checksum, event hash, binding) and compares count and Σ charges
-// with the durable accounting (ErrCorrupt on any difference).
+// (ErrBindingChanged). Finally it validates in bounded pages (decode,
+// checksum, event hash, binding) the records beyond the validated-prefix
+// checkpoint, and checks that the checkpoint's totals and theirs add up to
+// the durable accounting (ErrCorrupt on a record that fails); without a
+// checkpoint that holds, it validates every record against the accounting
+// and writes one (see "What validates the archive covers" in the package
+// documentation).
 func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if opts.QuotaEncodedBytes <= 0 {
 		return nil, fmt.Errorf("%w: quota must be positive", ErrInvalidArgument)
