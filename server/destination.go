@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/event"
@@ -35,12 +36,151 @@ type archiveDestination struct {
 	store     *archive.Store
 	storeInfo os.FileInfo // identity of the store directory when opened
 	opened    bool        // the archive has been opened and validated at least once
+
+	// scrubRate is the background scrub's pages per second (0: no scrub).
+	scrubRate int
+	// bgStop ends the background goroutine of the open store (see
+	// background) and waits for it; nil while none runs. Under mu.
+	bgStop func()
+	// failure is the classified error the background goroutine found
+	// (corrupt content): every later call returns it, and failed is
+	// closed (outbox.Watched) so that an idle worker stops on it.
+	failure  atomic.Pointer[error]
+	failed   chan struct{}
+	failOnce sync.Once
+	// onScrubPass, when set (tests), is called after each complete pass.
+	onScrubPass func()
 }
 
-var _ outbox.Destination = (*archiveDestination)(nil)
+var (
+	_ outbox.Destination = (*archiveDestination)(nil)
+	_ outbox.Watched     = (*archiveDestination)(nil)
+)
 
 func newArchiveDestination(dir string, opts archive.Options) *archiveDestination {
-	return &archiveDestination{dir: dir, opts: opts}
+	return &archiveDestination{dir: dir, opts: opts, failed: make(chan struct{})}
+}
+
+// setScrubRate sets the background scrub's rate in pages per second
+// (config.Outbox.ScrubPagesPerSecond; 0 disables it). Call it before the
+// first open.
+func (d *archiveDestination) setScrubRate(pagesPerSecond int) { d.scrubRate = max(pagesPerSecond, 0) }
+
+// Failed implements outbox.Watched.
+func (d *archiveDestination) Failed() <-chan struct{} { return d.failed }
+
+// failedErr returns the failure the background goroutine found, or nil.
+func (d *archiveDestination) failedErr() error {
+	if p := d.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records a stop-class failure found between the worker's calls.
+func (d *archiveDestination) fail(err error) {
+	d.failOnce.Do(func() {
+		cerr := d.classify(err, false)
+		d.failure.Store(&cerr)
+		close(d.failed)
+	})
+}
+
+// checkpointPoll is how often the background goroutine asks the open store
+// whether a checkpoint is due when no scrub paces it.
+const checkpointPoll = time.Second
+
+// startBackground starts the goroutine that advances the store's
+// checkpoint while it delivers and, with a scrub rate, scrubs it: one page
+// per 1/rate seconds, a pass after another, each over its own snapshot. It
+// never takes d.mu, so it never holds up a delivery; pages are read
+// concurrently with Accept, which the archive allows. A stop-class error
+// (corrupt content) stops delivery exactly as Open's validation would: the
+// store is unusable, every later call returns the failure, and the worker
+// is woken to report it. Callers hold d.mu.
+func (d *archiveDestination) startBackground(s *archive.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go d.background(ctx, s, done)
+	d.bgStop = func() {
+		cancel()
+		<-done
+	}
+}
+
+// stopBackground ends the background goroutine. Callers hold d.mu.
+func (d *archiveDestination) stopBackground() {
+	if d.bgStop != nil {
+		d.bgStop()
+		d.bgStop = nil
+	}
+}
+
+func (d *archiveDestination) background(ctx context.Context, s *archive.Store, done chan struct{}) {
+	defer close(done)
+	interval := checkpointPoll
+	if d.scrubRate > 0 {
+		interval = time.Second / time.Duration(d.scrubRate)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var sc *archive.Scrub
+	defer func() {
+		if sc != nil {
+			_ = sc.Close()
+		}
+	}()
+	stopped := func(err error) bool {
+		if ctx.Err() != nil || archive.Classify(err) != archive.ClassStop {
+			return false
+		}
+		d.fail(err)
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.CheckpointDue() {
+			if err := s.Checkpoint(ctx); err != nil && stopped(err) {
+				return
+			}
+		}
+		if d.scrubRate == 0 {
+			continue
+		}
+		if sc == nil {
+			var err error
+			if sc, err = s.NewScrub(); err != nil {
+				sc = nil
+				if stopped(err) {
+					return
+				}
+				continue
+			}
+		}
+		p, err := sc.Step(ctx)
+		if err != nil {
+			// Anything but corrupt content (the store closing, an I/O
+			// error the worker's own calls will meet) ends the pass; the
+			// next tick starts another.
+			_ = sc.Close()
+			sc = nil
+			if stopped(err) {
+				return
+			}
+			continue
+		}
+		if p.Complete {
+			_ = sc.Close()
+			sc = nil
+			if d.onScrubPass != nil {
+				d.onScrubPass()
+			}
+		}
+	}
 }
 
 // anchoredTo makes every open of the archive check the primary's anchors
@@ -113,6 +253,9 @@ func (s anchoredSource) CompleteDeferred(ctx context.Context, members []primary.
 
 // get returns the open store, opening it if needed. Callers hold d.mu.
 func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
+	if err := d.failedErr(); err != nil {
+		return nil, err
+	}
 	if d.store != nil {
 		return d.store, nil
 	}
@@ -130,6 +273,7 @@ func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
 	}
 	d.store, d.opened = s, true
 	d.seen(s)
+	d.startBackground(s)
 	return s, nil
 }
 
@@ -151,6 +295,7 @@ func (d *archiveDestination) stillThere() error {
 // drop closes the store after an unavailability, so that it is reopened
 // (custody audit and validation included) on the next call.
 func (d *archiveDestination) drop() {
+	d.stopBackground()
 	if d.store != nil {
 		_ = d.store.Close()
 		d.store = nil
@@ -231,6 +376,7 @@ func (d *archiveDestination) Accept(ctx context.Context, key event.Key, record [
 func (d *archiveDestination) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.stopBackground()
 	if d.store == nil {
 		return nil
 	}
