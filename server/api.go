@@ -31,6 +31,9 @@ func (s *Server) apiHandler() http.Handler {
 	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", func(w http.ResponseWriter, r *http.Request) {
 		s.handleCommand(w, r, failures)
 	})
+	backups := newBackupAPI(s, failures)
+	mux.HandleFunc("POST /v1/databases/{alias}/backups", backups.handleCreate)
+	mux.HandleFunc("GET /v1/databases/{alias}/backups", backups.handleList)
 	stats := statsapi.NewHandler(statsapi.Options{Auth: s.creds, Stats: s.stats, Health: s.health, Logger: s.log, StoreFailures: failures})
 	mux.Handle("GET /v1/stats", stats)
 	mux.Handle("GET /v1/health", stats)
@@ -43,6 +46,8 @@ func (s *Server) apiHandler() http.Handler {
 
 func routeOf(r *http.Request) string {
 	switch {
+	case isBackupsPath(r.URL.Path):
+		return "/v1/databases/{alias}/backups"
 	case strings.HasPrefix(r.URL.Path, "/v1/databases/"):
 		return "/v1/databases/{alias}/commands/{command}"
 	case r.URL.Path == "/v1/stats", r.URL.Path == "/v1/health", r.URL.Path == "/healthz":

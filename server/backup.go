@@ -1,0 +1,269 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/backup"
+	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/primary"
+	"github.com/riffdb/riffdb/statsapi"
+	"github.com/riffdb/riffdb/telemetry"
+)
+
+// backupScope names the server's backup instruments.
+const backupScope = "github.com/riffdb/riffdb/server"
+
+// Backup results, the result label of riffdb.backup.duration.
+const (
+	backupOK           = "ok"
+	backupRootUnusable = "root_unusable"
+	backupCanceled     = "canceled"
+	backupFailed       = "failed"
+)
+
+// BackupInfo describes one backup in the API's responses: its manifest
+// without the file list, summarized by FileCount and Bytes.
+type BackupInfo struct {
+	Name               string    `json:"name"`
+	DatabaseID         string    `json:"database_id"`
+	HistoryIncarnation uint64    `json:"history_incarnation"`
+	LastCommitSequence uint64    `json:"last_commit_sequence"`
+	CreatedAt          time.Time `json:"created_at"`
+	FileCount          int       `json:"file_count"`
+	Bytes              int64     `json:"bytes"`
+	// Damaged marks a backup entry whose manifest cannot be read: only its
+	// Name is known. Restoring it is refused (backup_damaged).
+	Damaged bool `json:"damaged"`
+}
+
+// BackupResponse is the body of POST /v1/databases/{alias}/backups.
+type BackupResponse struct {
+	Database string     `json:"database"`
+	Backup   BackupInfo `json:"backup"`
+}
+
+// BackupListResponse is the body of GET /v1/databases/{alias}/backups: the
+// database's backups under its backup_root, oldest first (backup.List:
+// damaged entries are listed, other databases' backups are not).
+type BackupListResponse struct {
+	Database string       `json:"database"`
+	Backups  []BackupInfo `json:"backups"`
+}
+
+func backupInfo(m backup.Manifest) BackupInfo {
+	info := BackupInfo{Name: m.Name, DatabaseID: m.DatabaseID, HistoryIncarnation: m.HistoryIncarnation,
+		LastCommitSequence: m.LastCommitSequence, CreatedAt: m.CreatedAt.UTC(), FileCount: len(m.Files), Damaged: m.Damaged}
+	for _, f := range m.Files {
+		info.Bytes += f.Size
+	}
+	return info
+}
+
+// backupAPI serves a database's backups: POST takes one (online, through
+// backup.Create), GET lists them. Both need manage_backups for the
+// database (a global capability, or one scoped to it) and a backup_root in
+// the database's configuration. One backup runs per database at a time; a
+// second request while one runs is refused (409 backup_in_progress) rather
+// than queued, so that a client retrying a slow backup does not stack
+// checkpoints on the disk.
+type backupAPI struct {
+	s        *Server
+	failures *statsapi.FailureLog
+	tracer   trace.Tracer
+	duration metric.Float64Histogram
+	// create is backup.Create; tests replace it to hold a backup running.
+	create func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error)
+
+	mu      sync.Mutex
+	running map[string]bool // database alias → a backup is running
+}
+
+// newBackupAPI returns the backup handlers. Without its histogram (the
+// meter refused it) backups still run, unmeasured.
+func newBackupAPI(s *Server, failures *statsapi.FailureLog) *backupAPI {
+	m := s.tel.MeterProvider.Meter(backupScope)
+	d, err := m.Float64Histogram("riffdb.backup.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of an online backup taken through the API, by result (ok, root_unusable, canceled, failed)."))
+	if err != nil {
+		s.log.Warn("the backup duration histogram is unavailable", zap.Error(err))
+		d, _ = metricnoop.NewMeterProvider().Meter(backupScope).Float64Histogram("riffdb.backup.duration")
+	}
+	return &backupAPI{s: s, failures: failures, tracer: s.tel.TracerProvider.Tracer(backupScope), duration: d,
+		create: backup.Create, running: make(map[string]bool)}
+}
+
+// authorize authenticates the request, checks manage_backups for the
+// path's database and that the database exists and has a backup_root. It
+// writes the refusal itself and reports whether to continue.
+func (b *backupAPI) authorize(w http.ResponseWriter, r *http.Request) (*database, bool) {
+	alias := r.PathValue("alias")
+	c, ok := statsapi.Authenticate(w, r, b.s.creds, b.failures)
+	if !ok {
+		return nil, false
+	}
+	if !c.Allows(capability.ManageBackups, alias) {
+		statsapi.WriteError(w, http.StatusForbidden, "forbidden", "this capability may not manage backups of this database (it needs manage_backups)")
+		return nil, false
+	}
+	d := b.s.database(alias)
+	if d == nil {
+		statsapi.WriteError(w, http.StatusNotFound, "unknown_database", "no database has this alias")
+		return nil, false
+	}
+	if d.cfg.BackupRoot == "" {
+		statsapi.WriteError(w, http.StatusConflict, "backup_root_not_configured",
+			"this database has no backup_root: set backup_root in its configuration (a private 0700 directory) and restart the server")
+		return nil, false
+	}
+	return d, true
+}
+
+// begin marks a backup of alias running; it reports false when one already
+// is.
+func (b *backupAPI) begin(alias string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.running[alias] {
+		return false
+	}
+	b.running[alias] = true
+	return true
+}
+
+func (b *backupAPI) end(alias string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.running, alias)
+}
+
+// handleCreate takes a backup. The request lasts as long as the backup:
+// the response's write deadline is lifted for it, and a client that goes
+// away cancels the backup (backup.Create leaves no partial backup behind).
+func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
+	d, ok := b.authorize(w, r)
+	if !ok {
+		return
+	}
+	if !b.begin(d.alias) {
+		statsapi.WriteError(w, http.StatusConflict, "backup_in_progress",
+			"a backup of this database is already running; wait for it to finish")
+		return
+	}
+	defer b.end(d.alias)
+	// The server's WriteTimeout bounds ordinary requests; a backup of a
+	// large database may take longer.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+
+	ctx, span := b.tracer.Start(r.Context(), "riffdb.backup", trace.WithAttributes(
+		attrkey.Database.String(d.alias), attrkey.DatabaseID.String(d.db.Identity().String())))
+	defer span.End()
+	log := telemetry.Logger(ctx, b.s.log).With(zap.String("database", d.alias))
+	start := time.Now()
+	m, err := b.create(ctx, d.db, d.cfg.BackupRoot, backup.Options{Logger: log.Named("backup")})
+	elapsed := time.Since(start)
+	result := backupResult(ctx, err)
+	b.duration.Record(context.WithoutCancel(ctx), elapsed.Seconds(), metric.WithAttributeSet(attribute.NewSet(
+		attrkey.Database.String(d.alias), attribute.String("result", result))))
+	if err != nil {
+		span.SetStatus(codes.Error, result)
+		b.createError(w, log, result, err)
+		return
+	}
+	span.SetAttributes(attribute.String("riffdb.backup.name", m.Name),
+		attribute.Int64("riffdb.history.incarnation", int64(m.HistoryIncarnation)),
+		attribute.Int64("riffdb.commit.seq", int64(m.LastCommitSequence)))
+	info := backupInfo(m)
+	log.Info("backup written", zap.String("backup", m.Name), zap.Uint64("history_incarnation", m.HistoryIncarnation),
+		zap.Uint64("last_commit_sequence", m.LastCommitSequence), zap.Int("files", info.FileCount),
+		zap.Int64("bytes", info.Bytes), zap.Duration("duration", elapsed))
+	writeBackupJSON(w, BackupResponse{Database: d.alias, Backup: info})
+}
+
+func backupResult(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return backupOK
+	case errors.Is(err, backup.ErrRootUnusable):
+		return backupRootUnusable
+	case ctx.Err() != nil:
+		return backupCanceled
+	}
+	return backupFailed
+}
+
+// createError answers a failed backup. The client's message never holds a
+// path; the log has the whole error.
+func (b *backupAPI) createError(w http.ResponseWriter, log *zap.Logger, result string, err error) {
+	switch {
+	case result == backupRootUnusable:
+		log.Warn("backup refused: the backup_root is not usable", zap.Error(err))
+		statsapi.WriteError(w, http.StatusConflict, "backup_root_unusable", rootUnusableMessage)
+	case result == backupCanceled:
+		log.Info("backup canceled: the request ended", zap.Error(err))
+		statsapi.WriteError(w, http.StatusServiceUnavailable, "backup_canceled", "the backup was canceled before it finished; nothing was kept")
+	case errors.Is(err, primary.ErrClosed):
+		statsapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
+	default:
+		log.Error("backup failed", zap.Error(err))
+		statsapi.WriteError(w, http.StatusInternalServerError, "backup_failed",
+			"the backup failed and was not kept; the server's log says why")
+	}
+}
+
+const rootUnusableMessage = "this database's backup_root is not usable: it must be an existing directory, " +
+	"not a symbolic link, owned by the server's user with mode 0700; the server's log says what is wrong"
+
+// handleList lists the database's backups.
+func (b *backupAPI) handleList(w http.ResponseWriter, r *http.Request) {
+	d, ok := b.authorize(w, r)
+	if !ok {
+		return
+	}
+	ms, err := backup.List(d.cfg.BackupRoot, d.db.Identity())
+	log := telemetry.Logger(r.Context(), b.s.log).With(zap.String("database", d.alias))
+	switch {
+	case errors.Is(err, backup.ErrRootUnusable):
+		log.Warn("backup list refused: the backup_root is not usable", zap.Error(err))
+		statsapi.WriteError(w, http.StatusConflict, "backup_root_unusable", rootUnusableMessage)
+		return
+	case err != nil:
+		log.Error("listing backups failed", zap.Error(err))
+		statsapi.WriteError(w, http.StatusInternalServerError, "backup_list_failed", "the backups could not be listed; the server's log says why")
+		return
+	}
+	resp := BackupListResponse{Database: d.alias, Backups: make([]BackupInfo, 0, len(ms))}
+	for _, m := range ms {
+		resp.Backups = append(resp.Backups, backupInfo(m))
+	}
+	writeBackupJSON(w, resp)
+}
+
+// isBackupsPath reports whether path is /v1/databases/{alias}/backups.
+func isBackupsPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v1/databases/")
+	if !ok {
+		return false
+	}
+	alias, tail, ok := strings.Cut(rest, "/")
+	return ok && segment(alias) && tail == "backups"
+}
+
+func writeBackupJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
