@@ -104,4 +104,3 @@ func BenchmarkCommitDuringBackup(b *testing.B) {
 	b.ReportMetric(load/base, "ratio")
 	b.ReportMetric(float64(backups)/during.Seconds(), "backups/s")
 }
-
