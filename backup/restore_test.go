@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,5 +310,53 @@ func TestRestoreIncarnationCountsTheArchive(t *testing.T) {
 	req.ArchiveDirectory = outbox
 	if _, err := backup.Restore(ctx, req); !errors.Is(err, backup.ErrUnknownState) {
 		t.Fatalf("restore with an unreadable archive: %v", err)
+	}
+}
+
+// TestRestoreRefusesToMoveAcrossFilesystems: with data to replace, a
+// backup_root on another filesystem than the database's parent directory is
+// refused before anything changes (the replaced data could not be moved
+// aside by a rename). It needs a second filesystem (/dev/shm).
+func TestRestoreRefusesToMoveAcrossFilesystems(t *testing.T) {
+	t.Parallel()
+	e, m := backedUp(t, 3, 2)
+	shm, err := os.MkdirTemp("/dev/shm", "riffdb-backup-test-")
+	if err != nil {
+		t.Skipf("no second filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	if err := os.Chmod(shm, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(shm, &a) != nil || syscall.Stat(e.root, &b) != nil || a.Dev == b.Dev {
+		t.Skip("/dev/shm is on the test's filesystem")
+	}
+	root := filepath.Join(shm, "backups")
+	if err := os.Rename(e.root, root); err != nil {
+		// A rename across filesystems fails: copy the backup instead.
+		if err := os.CopyFS(root, os.DirFS(e.root)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	parent := filepath.Dir(e.opts.Path)
+	before := tree(t, parent, root)
+	req := e.request(m.Name)
+	req.BackupRoot = root
+	if _, err := backup.Restore(context.Background(), req); !errors.Is(err, backup.ErrCrossDevice) {
+		t.Fatalf("Restore = %v, want ErrCrossDevice", err)
+	}
+	if after := tree(t, parent, root); after != before {
+		t.Fatalf("the refusal changed the disk:\n%s\n---\n%s", before, after)
+	}
+	// Without data to replace nothing is moved aside: the restore runs.
+	if err := os.RemoveAll(e.opts.Path); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := backup.Restore(context.Background(), req); err != nil || res.NewIncarnation != 2 {
+		t.Fatalf("restore into a missing directory: %+v, %v", res, err)
 	}
 }
