@@ -81,9 +81,12 @@
 //     to replaced-<time>-inc<N>/store; backup_root and the parent are
 //     synced.
 //
-// Without data to replace, steps 6–8 become: an empty database directory is
+// The exchange needs a filesystem with RENAME_EXCHANGE (ext4, XFS, Btrfs,
+// tmpfs have it); where it fails nothing was exchanged, and the staging copy
+// is discarded. Without data to replace, steps 6–8 become: an empty database directory is
 // swapped out (swapped) and removed (removed-empty); a missing one is
-// replaced by a rename that refuses to overwrite (renamed).
+// replaced by a rename that refuses to overwrite (renamed): a directory that
+// appeared there meanwhile is never replaced.
 //
 // Why a crash is safe after every step: until step 7 the database path holds
 // the old database, untouched (the restore only read it); from step 7 on it

@@ -515,6 +515,7 @@ func (r *restore) apply(ctx context.Context) (RestoreResult, error) {
 	switch r.kind {
 	case noDirectory:
 		if err := renameNoReplace(staging, r.path); err != nil {
+			r.discard(staging, "")
 			return res, fmt.Errorf("backup: put the restored database in place: %w", pathless.Error(err))
 		}
 		if err := syncDir(r.parent); err != nil {
@@ -524,7 +525,7 @@ func (r *restore) apply(ctx context.Context) (RestoreResult, error) {
 			return res, err
 		}
 	case emptyDirectory:
-		if err := r.swap(ctx, staging); err != nil {
+		if err := r.swap(ctx, staging, ""); err != nil {
 			return res, err
 		}
 		// staging now names the old, empty directory: nothing to keep.
@@ -545,7 +546,7 @@ func (r *restore) apply(ctx context.Context) (RestoreResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if err := r.swap(ctx, staging); err != nil {
+		if err := r.swap(ctx, staging, aside); err != nil {
 			return res, err
 		}
 		if err := r.moveAside(staging, aside); err != nil {
@@ -663,15 +664,34 @@ func (r *restore) abandon(staging string) {
 }
 
 // swap exchanges staging and the database path atomically and makes the
-// exchange durable.
-func (r *restore) swap(ctx context.Context, staging string) error {
+// exchange durable. When the exchange fails (nothing was exchanged: a
+// filesystem without RENAME_EXCHANGE, for one) the staging copy and the
+// manifest-only entry aside (if not "") are discarded: neither holds
+// anything the backup does not.
+func (r *restore) swap(ctx context.Context, staging, aside string) error {
 	if err := renameExchange(staging, r.path); err != nil {
+		r.discard(staging, aside)
 		return fmt.Errorf("backup: swap the restored database in: %w", pathless.Error(err))
 	}
 	if err := syncDir(r.parent); err != nil {
 		return fmt.Errorf("backup: %w", pathless.Error(err))
 	}
 	return r.step(ctx, StepSwapped)
+}
+
+// discard removes a complete staging copy that was never put in place, and
+// the entry prepared for the data it would have replaced (which holds only
+// that data's manifest), after a failed swap.
+func (r *restore) discard(staging, aside string) {
+	if err := os.RemoveAll(staging); err != nil {
+		r.log.Warn("removing the staging directory of a failed restore failed; the next restore moves it aside", zap.Error(pathless.Error(err)))
+	}
+	if aside != "" {
+		if err := errors.Join(os.Remove(filepath.Join(aside, manifestName)), os.Remove(aside)); err != nil {
+			r.log.Warn("removing the unused entry for the replaced data failed", zap.Error(pathless.Error(err)))
+		}
+	}
+	_ = errors.Join(syncDir(r.parent), syncDir(r.root))
 }
 
 // asideEntry creates the entry under backup_root that will hold the data in

@@ -185,3 +185,32 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestRestoreNeverOverwritesADirectoryThatAppears: a restore into a missing
+// database path refuses to replace a directory that appeared there meanwhile
+// (a server started and created a database), and discards its complete
+// copy instead of leaving it beside the database.
+func TestRestoreNeverOverwritesADirectoryThatAppears(t *testing.T) {
+	t.Parallel()
+	e, m, _ := crashScene(t, "missing")
+	req := e.request(m.Name)
+	backup.SetAfterStep(&req, func(s string) error {
+		if s == backup.StepComplete {
+			return os.Mkdir(e.opts.Path, 0o700)
+		}
+		return nil
+	})
+	rootBefore := tree(t, e.root)
+	if _, err := backup.Restore(context.Background(), req); err == nil || !strings.Contains(err.Error(), "in place") {
+		t.Fatalf("Restore = %v, want a refusal to put the database in place", err)
+	}
+	if names := dirNames(t, e.opts.Path); len(names) != 0 {
+		t.Fatalf("the directory that appeared was changed: %v", names)
+	}
+	if names := dirNames(t, filepath.Dir(e.opts.Path)); len(names) != 1 {
+		t.Fatalf("the parent holds %v: the staging copy was left", names)
+	}
+	if tree(t, e.root) != rootBefore {
+		t.Fatal("backup_root changed")
+	}
+}
