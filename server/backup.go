@@ -186,11 +186,8 @@ func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	span.SetAttributes(attribute.String("riffdb.backup.name", m.Name),
 		attribute.Int64("riffdb.history.incarnation", int64(m.HistoryIncarnation)),
 		attribute.Int64("riffdb.commit.seq", int64(m.LastCommitSequence)))
-	info := backupInfo(m)
-	log.Info("backup written", zap.String("backup", m.Name), zap.Uint64("history_incarnation", m.HistoryIncarnation),
-		zap.Uint64("last_commit_sequence", m.LastCommitSequence), zap.Int("files", info.FileCount),
-		zap.Int64("bytes", info.Bytes), zap.Duration("duration", elapsed))
-	writeBackupJSON(w, BackupResponse{Database: d.alias, Backup: info})
+	// backup.Create logged the backup ("backup written").
+	writeBackupJSON(w, BackupResponse{Database: d.alias, Backup: backupInfo(m)})
 }
 
 func backupResult(ctx context.Context, err error) string {
