@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -57,8 +58,12 @@ var (
 	_ outbox.Watched     = (*archiveDestination)(nil)
 )
 
+// newArchiveDestination returns the destination of the archive in dir. Its
+// background scrub runs at config.DefaultScrubPagesPerSecond until
+// setScrubRate says otherwise.
 func newArchiveDestination(dir string, opts archive.Options) *archiveDestination {
-	return &archiveDestination{dir: dir, opts: opts, failed: make(chan struct{})}
+	return &archiveDestination{dir: dir, opts: opts, failed: make(chan struct{}),
+		scrubRate: config.DefaultScrubPagesPerSecond}
 }
 
 // setScrubRate sets the background scrub's rate in pages per second
@@ -254,6 +259,9 @@ func (s anchoredSource) CompleteDeferred(ctx context.Context, members []primary.
 // get returns the open store, opening it if needed. Callers hold d.mu.
 func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
 	if err := d.failedErr(); err != nil {
+		// The store is unusable: close it (its Close reports that failure
+		// again) and answer every call with the failure until a restart.
+		d.drop()
 		return nil, err
 	}
 	if d.store != nil {
@@ -382,6 +390,9 @@ func (d *archiveDestination) Close() error {
 	}
 	err := d.store.Close()
 	d.store = nil
+	if d.failedErr() != nil {
+		return nil // the failure that made the store unusable, already reported
+	}
 	return err
 }
 
