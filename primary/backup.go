@@ -44,7 +44,10 @@ var errNotRealFS = errors.New("primary: a checkpoint needs a database on the rea
 // not exist (its parent must). The copy holds every commit applied before
 // the call (Pebble's checkpoint after a synced flush of the WAL), and none
 // that is applied after it finishes; a commit applied concurrently is either
-// wholly in it or not (a commit is one WAL record). Commands keep being
+// wholly in it or not (a commit is one WAL record). The copy may hold a
+// commit whose client has not been answered yet: the synced flush made it
+// durable in the live store too, so the backup never holds a commit that a
+// crash of the live store could lose. Commands keep being
 // committed and acknowledged while it runs: Pebble holds its own mutex only
 // to pin the current version, and the primary's commit lock is not taken.
 //
