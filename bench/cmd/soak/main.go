@@ -33,7 +33,8 @@
 //     of the same commit.
 //  4. Every interval (10 s) it records the server's VmRSS
 //     (/proc/<pid>/status), go_goroutines, riffdb_pebble_compaction_debt_bytes
-//     of both stores and their memtable allocation (/metrics), its open
+//     of both stores, their memtable allocation, the block cache and the Go
+//     heap in use (/metrics, to tell where RSS goes), its open
 //     descriptors and sockets (/proc/<pid>/fd), the
 //     pending backlog (GET /v1/stats) and the commit→archived lag of the
 //     interval: the change of the server's riffdb_outbox_delivery_lag_seconds
@@ -44,7 +45,8 @@
 //     lag buckets included so that the figures can be recomputed),
 //     soak-<time>.svg (one panel per series, drawn by this tool),
 //     soak-<time>.txt (the summary printed) and the server's log under -out,
-//     and copies the first three to soak-latest.*.
+//     and copies the first three to soak-<duration>-latest.* (soak-60m-latest,
+//     soak-5m-latest), so that the full and the short form keep their own.
 //
 // # Targets
 //
@@ -262,17 +264,27 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err := os.WriteFile(base+".txt", []byte(summary.String()), 0o644); err != nil {
 		return err
 	}
+	latest := filepath.Join(o.out, "soak-"+durationLabel(o.duration)+"-latest")
 	for _, ext := range []string{".csv", ".svg", ".txt"} {
 		b, err := os.ReadFile(base + ext)
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(o.out, "soak-latest"+ext), b, 0o644); err != nil {
+		if err := os.WriteFile(latest+ext, b, 0o644); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "soak: wrote %s.{csv,svg,txt,log} and soak-latest.{csv,svg,txt}\n", base)
+	fmt.Fprintf(stdout, "soak: wrote %s.{csv,svg,txt,log} and %s.{csv,svg,txt}\n", base, latest)
 	return nil
+}
+
+// durationLabel names a soak's duration in the stable file names: "60m",
+// "5m", or Go's form when not a whole number of minutes.
+func durationLabel(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }
 
 func commandNames() string {
@@ -476,7 +488,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 	var samples []Sample
 	take := func(elapsed time.Duration) error {
 		s := Sample{Elapsed: elapsed, RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue,
-			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, Pending: nanValue}
+			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
 		}
@@ -497,6 +509,12 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			}
 			if v, ok := sum(ss, "riffdb_pebble_memtable_size_bytes", nil); ok {
 				s.Memtables = v
+			}
+			if v, ok := sum(ss, "go_memstats_heap_inuse_bytes", nil); ok {
+				s.HeapInUse = v
+			}
+			if v, ok := largest(ss, "riffdb_pebble_block_cache_size_bytes"); ok {
+				s.BlockCache = v
 			}
 			if lag, err := histogramOf(ss, loadtest.LagMetric, nil); err == nil && elapsed > 0 {
 				s.Lag = lag.sub(prevLag)

@@ -31,6 +31,11 @@ type Sample struct {
 	// memtable memory Pebble has allocated (outside the Go heap; it becomes
 	// resident as the memtables fill, so RSS rises and falls with it).
 	Memtables float64
+	// HeapInUse is the server's go_memstats_heap_inuse_bytes and
+	// BlockCache its Pebble block cache (riffdb_pebble_block_cache_size_bytes,
+	// the largest store's: the stores share one cache), the other two large
+	// parts of RSS.
+	HeapInUse, BlockCache float64
 	// Pending is the database's pending_outbox_deliveries (GET /v1/stats).
 	Pending float64
 	// Requests is the number of requests the load generator completed so
@@ -55,7 +60,7 @@ func (s Sample) LagP(q float64) float64 {
 
 // fixedColumns are the CSV columns before the lag buckets.
 var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", "open_sockets",
-	"compaction_debt_primary_bytes", "compaction_debt_archive_bytes", "memtable_bytes", "pending", "requests",
+	"compaction_debt_primary_bytes", "compaction_debt_archive_bytes", "memtable_bytes", "heap_inuse_bytes", "block_cache_bytes", "pending", "requests",
 	"lag_count", "lag_p50_ms", "lag_p99_ms"}
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in
@@ -108,7 +113,7 @@ func (c *csvWriter) Write(s Sample) error {
 		lagCount = s.Lag.count()
 	}
 	row := []string{strconv.FormatFloat(s.Elapsed.Seconds(), 'f', 3, 64), cell(s.RSSBytes), cell(s.Goroutines),
-		cell(s.OpenFDs), cell(s.Sockets), cell(s.DebtPrimary), cell(s.DebtArchive), cell(s.Memtables), cell(s.Pending), cell(s.Requests),
+		cell(s.OpenFDs), cell(s.Sockets), cell(s.DebtPrimary), cell(s.DebtArchive), cell(s.Memtables), cell(s.HeapInUse), cell(s.BlockCache), cell(s.Pending), cell(s.Requests),
 		cell(lagCount), cell(round3(s.LagP(0.5))), cell(round3(s.LagP(0.99)))}
 	for _, b := range c.bounds {
 		v := math.NaN()
@@ -165,7 +170,7 @@ func readCSV(r io.Reader) ([]Sample, error) {
 			}
 		}
 		s := Sample{Elapsed: time.Duration(math.Round(v[0] * float64(time.Second))), RSSBytes: v[1], Goroutines: v[2],
-			OpenFDs: v[3], Sockets: v[4], DebtPrimary: v[5], DebtArchive: v[6], Memtables: v[7], Pending: v[8], Requests: v[9]}
+			OpenFDs: v[3], Sockets: v[4], DebtPrimary: v[5], DebtArchive: v[6], Memtables: v[7], HeapInUse: v[8], BlockCache: v[9], Pending: v[10], Requests: v[11]}
 		for k, b := range bounds {
 			x := v[len(fixedColumns)+k]
 			if math.IsNaN(x) {

@@ -51,6 +51,12 @@ func TestParseExposition(t *testing.T) {
 	if _, ok := sum(ss, "go_gc", nil); ok {
 		t.Fatal("a prefix of a name matched")
 	}
+	if v, ok := largest(ss, "riffdb_pebble_compaction_debt_bytes"); !ok || v != 3.5e6 {
+		t.Fatalf("largest debt = %v, %v", v, ok)
+	}
+	if _, ok := largest(ss, "nope"); ok {
+		t.Fatal("largest of a missing metric")
+	}
 	var weird series
 	for _, s := range ss {
 		if s.name == "weird_label" {
@@ -139,7 +145,7 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 	for t := time.Duration(0); t <= total; t += 10 * time.Second {
 		x := t.Seconds()
 		s := Sample{Elapsed: t, RSSBytes: rss(x), Goroutines: gor(x), OpenFDs: fds(x), Sockets: 5, DebtPrimary: 1 << 20,
-			DebtArchive: 2 << 20, Memtables: 4 << 20, Pending: 3, Requests: x * 10}
+			DebtArchive: 2 << 20, Memtables: 4 << 20, HeapInUse: 6 << 20, BlockCache: 7 << 20, Pending: 3, Requests: x * 10}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -165,10 +171,10 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 	head, _, _ := strings.Cut(buf.String(), "\n")
-	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,pending,requests,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf"; head != want {
+	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
-	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,1048576,2097152,4194304,3,100,100,1,") {
+	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,1048576,2097152,4194304,6291456,7340032,3,100,100,1,") {
 		t.Fatalf("row of 10 s not as expected:\n%s", buf.String())
 	}
 	got, err := readCSV(&buf)
@@ -183,6 +189,7 @@ func TestCSVRoundTrip(t *testing.T) {
 		same := func(x, y float64) bool { return x == y || math.IsNaN(x) && math.IsNaN(y) }
 		if a.Elapsed != b.Elapsed || !same(a.RSSBytes, b.RSSBytes) || !same(a.Goroutines, b.Goroutines) ||
 			!same(a.OpenFDs, b.OpenFDs) || !same(a.Sockets, b.Sockets) || !same(a.DebtPrimary, b.DebtPrimary) || !same(a.DebtArchive, b.DebtArchive) || !same(a.Memtables, b.Memtables) ||
+			!same(a.HeapInUse, b.HeapInUse) || !same(a.BlockCache, b.BlockCache) ||
 			!same(a.Pending, b.Pending) || !same(a.Requests, b.Requests) || (a.Lag == nil) != (b.Lag == nil) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
@@ -279,6 +286,14 @@ func TestTargetsMissedOnGrowth(t *testing.T) {
 	}
 }
 
+func TestDurationLabel(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Hour: "60m", 5 * time.Minute: "5m", 90 * time.Second: "1m30s"} {
+		if got := durationLabel(d); got != want {
+			t.Errorf("durationLabel(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 func TestNiceCeil(t *testing.T) {
 	for _, c := range []struct{ in, want float64 }{{0.7, 0.8}, {1, 1}, {1.01, 1.2}, {95, 100}, {121, 160}, {2351, 2400}, {19.9, 20}} {
 		if got := niceCeil(c.in); math.Abs(got-c.want) > 1e-9 {
@@ -353,7 +368,7 @@ func TestSVGHasOnePanelPerSeries(t *testing.T) {
 				t.Fatalf("goroutines: %d segments, want 4 (2 series around the gap) with %d points each", len(lines), len(samples)-1)
 			}
 		case "RSS":
-			if len(lines) != 2 || len(lines[0]) != len(samples) {
+			if len(lines) != 4 || len(lines[0]) != len(samples) {
 				t.Fatalf("RSS: %v", lines)
 			}
 			// RSS grows: y decreases (SVG y points down) and x increases.

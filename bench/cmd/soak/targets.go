@@ -110,10 +110,16 @@ func rssTarget(samples []Sample, w Windows) Target {
 			peak = s.RSSBytes
 		}
 	}
+	change := func(f func(Sample) float64) float64 {
+		b, _ := mean(samples, w.BaseStart, w.BaseEnd, f)
+		l, _ := mean(samples, w.LastStart, w.Total, f)
+		return (l - b) / (1 << 20)
+	}
 	t := Target{Name: "RSS growth after the warm-up", Value: last / (1 << 20), Baseline: base / (1 << 20), Unit: "MiB",
 		Limit: fmt.Sprintf("≤ +%.0f%%", rssGrowthLimit*100),
-		Note: fmt.Sprintf("mean RSS of the last window (%d samples) against the baseline window (%d samples); peak after the warm-up %.1f MiB",
-			nl, nb, peak/(1<<20))}
+		Note: fmt.Sprintf("mean RSS of the last window (%d samples) against the baseline window (%d samples); peak after the warm-up %.1f MiB; "+
+			"change of the Go heap in use %+.1f MiB, of the block cache %+.1f MiB",
+			nl, nb, peak/(1<<20), change(func(s Sample) float64 { return s.HeapInUse }), change(func(s Sample) float64 { return s.BlockCache }))}
 	t.Ratio = last/base - 1
 	t.Met = nb > 0 && nl > 0 && t.Ratio <= rssGrowthLimit
 	return t
