@@ -32,12 +32,14 @@ func newCapabilityCreateCommand() *cobra.Command {
 token. The token is shown only here: the store keeps only a keyed hash of it.
 Works offline; a running server sees the new capability within a second.
 
-Permissions: execute_commands, read_statistics, read_health, manage_capabilities.
+Permissions: ` + permissionList(", ", ", ") + `.
 Without --database the capability is global; with it, it is scoped to that
 database alias: execute_commands then runs commands of that database only,
-and read_health shows that database's health only (GET /v1/health lists no
-other database). read_statistics and manage_capabilities need a global
-capability, so they are refused together with --database.
+read_health shows that database's health only (GET /v1/health lists no
+other database), and manage_backups takes and lists backups of that
+database only ("database backup", "database backup list"). read_statistics
+and manage_capabilities need a global capability, so they are refused
+together with --database.
 
 With --expires-in (a Go duration such as 720h, at most 87600h: ten years)
 the token stops authenticating that long after its creation, and is then
@@ -49,8 +51,8 @@ expires; revoke it with "capability revoke".`,
 			for _, s := range permissions {
 				p, err := capability.ParsePermission(s)
 				if err != nil {
-					return Local("invalid_permission", "--permission %q is not a permission: use execute_commands, read_statistics, read_health or manage_capabilities",
-						truncateFlag(s))
+					return Local("invalid_permission", "--permission %q is not a permission: use %s",
+						truncateFlag(s), permissionList(", ", " or "))
 				}
 				perms = append(perms, p)
 			}
@@ -126,4 +128,18 @@ func truncateFlag(s string) string {
 // fmtHours prints d in whole hours, as --expires-in takes it.
 func fmtHours(d time.Duration) string {
 	return fmt.Sprintf("%dh", int64(d/time.Hour))
+}
+
+// permissionList names every permission, in canonical order, joined by sep
+// and, before the last, by last.
+func permissionList(sep, last string) string {
+	all := capability.AllPermissions()
+	names := make([]string, len(all))
+	for i, p := range all {
+		names[i] = string(p)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, sep)
+	}
+	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
 }

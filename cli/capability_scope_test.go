@@ -27,10 +27,16 @@ func TestCapabilityCreateHelpMatchesScopes(t *testing.T) {
 	for _, claim := range []string{
 		"read_health shows that database's health only",
 		"read_statistics and manage_capabilities need a global capability",
+		"manage_backups takes and lists backups of that database only",
 		"--expires-in",
 	} {
 		if !strings.Contains(text, claim) {
 			t.Errorf("help does not say %q:\n%s", claim, help.String())
+		}
+	}
+	for _, p := range capability.AllPermissions() {
+		if !strings.Contains(text, string(p)) {
+			t.Errorf("help does not list permission %s", p)
 		}
 	}
 	if strings.Contains(text, "cannot read statistics or health") {
