@@ -204,7 +204,7 @@ func (s *Server) health() statsapi.HealthReport {
 			rep.Ready = false
 		}
 		h := s.outboxHealth(d)
-		rep.Databases = append(rep.Databases, statsapi.DatabaseHealth{Alias: d.alias, Index: idx.String(),
+		rep.Databases = append(rep.Databases, statsapi.DatabaseHealth{Alias: d.alias, HistoryIncarnation: d.db.Incarnation(), Index: idx.String(),
 			Outbox: statsapi.OutboxHealth{State: h.State, Reason: h.Reason, Since: h.Since.UTC().Truncate(time.Millisecond),
 				Conflicts: h.Conflicts, MissingRecords: h.MissingRecords}})
 	}

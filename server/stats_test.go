@@ -160,7 +160,7 @@ func TestStatsAuthorization(t *testing.T) {
 	}
 	// Health: a scoped read_health capability sees its own database only.
 	code, b := ts.get(t, "/v1/health", ts.tokens["health-a"])
-	if code != 200 || !bytes.Contains(b, []byte(`"alias":"a"`)) || bytes.Contains(b, []byte(`"alias":"b"`)) {
+	if code != 200 || !bytes.Contains(b, []byte(`"alias":"a","history_incarnation":1,`)) || bytes.Contains(b, []byte(`"alias":"b"`)) {
 		t.Fatalf("scoped health: %d %s", code, b)
 	}
 	if code, _ := ts.get(t, "/v1/health", ts.tokens["stats"]); code != 403 {

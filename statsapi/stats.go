@@ -69,9 +69,12 @@ type HealthReport struct {
 
 // DatabaseHealth is one database's health.
 type DatabaseHealth struct {
-	Alias  string       `json:"alias"`
-	Index  string       `json:"index"` // unbuilt, ready or degraded
-	Outbox OutboxHealth `json:"outbox"`
+	Alias string `json:"alias"`
+	// HistoryIncarnation is the database's history incarnation: 1 until a
+	// restore, then one more than any incarnation known for the database.
+	HistoryIncarnation uint64       `json:"history_incarnation"`
+	Index              string       `json:"index"` // unbuilt, ready or degraded
+	Outbox             OutboxHealth `json:"outbox"`
 }
 
 // OutboxHealth is the outbox health classification of one database.
