@@ -141,9 +141,11 @@ func (s *Server) keepAlive(next http.Handler) http.Handler {
 }
 
 // authenticatingRoute reports whether r goes to a handler that
-// authenticates its bearer token: a command, /v1/stats or /v1/health.
+// authenticates its bearer token: a command, a backup, /v1/stats or
+// /v1/health.
 func authenticatingRoute(r *http.Request) bool {
-	return isCommandRequest(r) || (r.Method == http.MethodGet && (r.URL.Path == "/v1/stats" || r.URL.Path == "/v1/health"))
+	return isCommandRequest(r) || (isBackupsPath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodPost)) ||
+		(r.Method == http.MethodGet && (r.URL.Path == "/v1/stats" || r.URL.Path == "/v1/health"))
 }
 
 // keepAliveWriter adds "Connection: close" to a response unless its request

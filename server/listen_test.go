@@ -180,6 +180,8 @@ func TestUnauthenticatedRequestsDoNotKeepConnections(t *testing.T) {
 		{"/v1/stats", "rfd_" + strings.Repeat("A", 43), false},
 		{"/v1/stats", token, true},
 		{"/v1/health", token, true},
+		{"/v1/databases/default/backups", token, true},
+		{"/v1/databases/default/backups", "rfd_" + strings.Repeat("A", 43), false},
 		// /healthz takes no token: whatever it is sent, it closes.
 		{"/healthz", token, false},
 		{"/healthz", "rfd_" + strings.Repeat("A", 43), false},
