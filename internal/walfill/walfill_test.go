@@ -299,3 +299,39 @@ func TestCleanerDeletesObsoleteWALs(t *testing.T) {
 		t.Fatalf("Cleaner records itself as %q in Pebble's OPTIONS, want delete", got)
 	}
 }
+
+// TestZerosOnlyWhileFewLogsAreOpen opens MaxFilledLogs+1 reserved files: a
+// write into any of them appends without zeros, and once one is closed the
+// next write fills ahead again.
+func TestZerosOnlyWhileFewLogsAreOpen(t *testing.T) {
+	fs := walfill.New(vfs.Default)
+	dir := t.TempDir()
+	var files []vfs.File
+	for i := range walfill.MaxFilledLogs + 1 {
+		f, err := fs.Create(filepath.Join(dir, fmt.Sprintf("%06d.log", i)), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Preallocate(0, 4*walfill.Step); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	last := filepath.Join(dir, fmt.Sprintf("%06d.log", walfill.MaxFilledLogs))
+	if _, err := files[walfill.MaxFilledLogs].Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(readAll(t, last)); n != 5 {
+		t.Fatalf("with %d logs open a write left the file at %d bytes, want 5 (no zeros)", walfill.MaxFilledLogs+1, n)
+	}
+	if err := files[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := files[walfill.MaxFilledLogs].Write([]byte("world")); err != nil {
+		t.Fatal(err)
+	}
+	if b := readAll(t, last); len(b) != 10+walfill.Step || string(b[:10]) != "helloworld" || !allZero(b[10:]) {
+		t.Fatalf("with %d logs open the next write left %d bytes, want the writes and one step of zeros", walfill.MaxFilledLogs, len(b))
+	}
+}
