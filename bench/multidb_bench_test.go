@@ -1,0 +1,260 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/riffdb/riffdb/server"
+)
+
+// multiDBEvents is how many preloaded events each database drains in
+// BenchmarkMultiDB at n databases: about three seconds of delivery at the
+// rate n raw writers reach on these machines, so that the fixed cost of
+// starting n workers (opening and validating n archives) is a small part
+// of every drain.
+func multiDBEvents(n int) int {
+	switch {
+	case n <= 1:
+		return 16384
+	case n <= 4:
+		return 8192
+	case n <= 16:
+		return 4096
+	default:
+		return 3072
+	}
+}
+
+// rawSlice is how long the raw writers run before and after each drain.
+const rawSlice = time.Second
+
+// BenchmarkMultiDB measures N databases in one server process (server.New:
+// N primaries, N archives and N outbox workers sharing one memory budget,
+// every store on the same disk), for N = 1, 4, 16 and 32:
+//
+//   - delivery: each database holds multiDBEvents(N) preloaded events; the
+//     aggregate rate is N × that over the time from Start until /v1/stats
+//     reports nothing pending anywhere. The baseline is N parallel raw
+//     append+fdatasync writers (one file each, in the same directory),
+//     run for a second right before and a second right after the drain:
+//     delivered_vs_raw is the ratio the target holds at ≥ 0.8.
+//   - commits: commandClients clients per database send one-event commands
+//     over HTTP for commitSlice; commits/s is summed over the databases
+//     (delivery runs meanwhile, as in production). cpu_util is the
+//     process's CPU time (server and load generator alike) over wall time
+//     × cores: near 1 the CPU is the limit.
+//   - disk: after everything is delivered, each database's directories
+//     (primary and archive) are measured with st_blocks, next to the data
+//     the database accounts for in /v1/stats (retained history bytes plus
+//     archive encoded bytes).
+func BenchmarkMultiDB(b *testing.B) {
+	for _, n := range []int{1, 4, 16, 32} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchMultiDB(b, n) })
+	}
+}
+
+// commandClients is the number of HTTP clients per database in the commit
+// measurement, and commitSlice how long they run.
+const (
+	commandClients = 8
+	commitSlice    = 3 * time.Second
+)
+
+func benchMultiDB(b *testing.B, n int) {
+	perDB := multiDBEvents(n)
+	var rawOps, delivered, commits int
+	var rawTime, drainTime, commitTime, drainCPU, commitCPU time.Duration
+	var primarySyncs, archiveSyncs float64
+	var usage diskUsage
+	var data int64
+	for b.Loop() {
+		b.StopTimer()
+		in := newMultiInstall(b, n)
+		in.preload(b, perDB)
+		ops, el := rawWriters(b, in.root, n, rawSlice)
+		rawOps, rawTime = rawOps+ops, rawTime+el
+		s := in.open(b)
+		b.StartTimer()
+		cpu0, start := cpuTime(b), time.Now()
+		if err := s.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if err := waitAllDelivered(s, in.token, 2*pollEvery, 5*time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		drainTime += time.Since(start)
+		drainCPU += cpuTime(b) - cpu0
+		delivered += n * perDB
+		b.StopTimer()
+		// Counted from the stores' open (a few syncs each) to the end of
+		// the drain: /metrics is served only once the server has started.
+		syncs := walSyncs(b, s)
+		primarySyncs += syncs[0]
+		archiveSyncs += syncs[1]
+		ops, el = rawWriters(b, in.root, n, rawSlice)
+		rawOps, rawTime = rawOps+ops, rawTime+el
+		cpu0, start = cpuTime(b), time.Now()
+		ops, err := in.commandLoad(s, commandClients, 0, commitSlice)
+		if err != nil {
+			b.Fatal(err)
+		}
+		commits += ops
+		commitTime += time.Since(start)
+		commitCPU += cpuTime(b) - cpu0
+		if err := waitAllDelivered(s, in.token, 2*pollEvery, 5*time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		byDB, err := databaseData(s, in.token)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop(b, s)
+		usage, data = diskUsage{}, 0
+		for _, d := range in.cfg.Databases {
+			usage = usage.plus(usageOf(b, d.Path)).plus(usageOf(b, d.Outbox.Directory))
+			data += byDB[d.Alias]
+		}
+		b.StartTimer()
+	}
+	cores := float64(runtime.NumCPU())
+	rate, raw := float64(delivered)/drainTime.Seconds(), float64(rawOps)/rawTime.Seconds()
+	b.ReportMetric(rate, "delivered_events/s")
+	b.ReportMetric(raw, "raw_events/s")
+	b.ReportMetric(rate/raw, "delivered_vs_raw")
+	b.ReportMetric(drainCPU.Seconds()/drainTime.Seconds()/cores, "delivery_cpu_util")
+	b.ReportMetric(primarySyncs/float64(delivered), "primary_fsyncs/event")
+	b.ReportMetric(archiveSyncs/float64(delivered), "archive_fsyncs/event")
+	b.ReportMetric((primarySyncs+archiveSyncs)/drainTime.Seconds(), "delivery_fsyncs/s")
+	b.ReportMetric(float64(commits)/commitTime.Seconds(), "commits/s")
+	b.ReportMetric(commitCPU.Seconds()/commitTime.Seconds()/cores, "commit_cpu_util")
+	const mib = 1 << 20
+	b.ReportMetric(float64(usage.allocated)/float64(n)/mib, "allocated_MiB/db")
+	b.ReportMetric(float64(usage.apparent)/float64(n)/mib, "apparent_MiB/db")
+	b.ReportMetric(float64(data)/float64(n)/mib, "data_MiB/db")
+	b.ReportMetric(float64(usage.allocated-2*data)/float64(n)/mib, "over_2x_data_MiB/db")
+}
+
+// BenchmarkMultiDBMemory measures the process's peak RSS (VmHWM, reset
+// right before server.New) with 32 databases at the default memory budget
+// under a sustained load that fills the memtables: commandClients clients
+// per database send commands with a 32 KiB note for memorySlice (each
+// commit writes the note into the primary and, once delivered, into the
+// archive), then everything is delivered. flushes/store is how many times
+// each store's memtable filled and was flushed, on average. The RSS
+// includes the in-process load generator. The disk figures are as in
+// BenchmarkMultiDB.
+func BenchmarkMultiDBMemory(b *testing.B) {
+	const n, note = 32, 32 << 10
+	var peak, commits int64
+	var flushes float64
+	var usage diskUsage
+	var data int64
+	for b.Loop() {
+		b.StopTimer()
+		in := newMultiInstall(b, n)
+		resetPeakRSS(b)
+		s := in.open(b)
+		if err := s.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		f0, err := counterSum(s, "riffdb_pebble_flushes_total", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops, err := in.commandLoad(s, commandClients, note, memorySlice)
+		if err != nil {
+			b.Fatal(err)
+		}
+		commits += int64(ops)
+		if err := waitAllDelivered(s, in.token, 2*pollEvery, 5*time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		f1, err := counterSum(s, "riffdb_pebble_flushes_total", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		flushes = (f1 - f0) / (2 * n)
+		peak = max(peak, procStatusKiB(b, "VmHWM"))
+		b.StopTimer()
+		byDB, err := databaseData(s, in.token)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop(b, s)
+		usage, data = diskUsage{}, 0
+		for _, d := range in.cfg.Databases {
+			usage = usage.plus(usageOf(b, d.Path)).plus(usageOf(b, d.Outbox.Directory))
+			data += byDB[d.Alias]
+		}
+		b.StartTimer()
+	}
+	const mib = 1 << 20
+	b.ReportMetric(float64(peak)/1024, "peak_rss_MiB")
+	b.ReportMetric(float64(commits)/float64(b.N)/memorySlice.Seconds(), "commits/s")
+	b.ReportMetric(flushes, "flushes/store")
+	b.ReportMetric(float64(usage.allocated)/n/mib, "allocated_MiB/db")
+	b.ReportMetric(float64(data)/n/mib, "data_MiB/db")
+	b.ReportMetric(float64(usage.allocated-2*data)/n/mib, "over_2x_data_MiB/db")
+}
+
+// memorySlice is how long BenchmarkMultiDBMemory's load runs.
+const memorySlice = 15 * time.Second
+
+// walSyncs returns the WAL fdatasyncs of every primary and every archive
+// store so far, from /metrics.
+func walSyncs(tb testing.TB, s *server.Server) [2]float64 {
+	tb.Helper()
+	var out [2]float64
+	for i, store := range []string{`riffdb_store="primary"`, `riffdb_store="archive"`} {
+		v, err := counterSum(s, "riffdb_pebble_wal_fsyncs_total", store)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// TestMultiDBHarness runs BenchmarkMultiDB's plumbing at a small size (two
+// databases, a few preloaded events each, a short command load): every
+// database drains, the commands are counted, the WAL sync counters and the
+// disk and data figures are read. It keeps the benchmark from rotting
+// between benchmark runs.
+func TestMultiDBHarness(t *testing.T) {
+	in := newMultiInstall(t, 2)
+	in.preload(t, eventsPerBulk+3)
+	s := in.open(t)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, s)
+	if err := waitAllDelivered(s, in.token, pollEvery, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if syncs := walSyncs(t, s); syncs[0] == 0 || syncs[1] < 2*(eventsPerBulk+3) {
+		t.Fatalf("WAL syncs %v after delivering %d events to each of two archives", syncs, eventsPerBulk+3)
+	}
+	n, err := in.commandLoad(s, 2, 100, 200*time.Millisecond)
+	if err != nil || n == 0 {
+		t.Fatalf("command load: %d commands, %v", n, err)
+	}
+	if err := waitAllDelivered(s, in.token, pollEvery, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	data, err := databaseData(s, in.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range in.cfg.Databases {
+		if data[d.Alias] <= 0 {
+			t.Fatalf("database %s accounts for %d bytes", d.Alias, data[d.Alias])
+		}
+		if u := usageOf(t, d.Outbox.Directory); u.allocated <= 0 || u.apparent <= 0 {
+			t.Fatalf("archive of %s: %+v", d.Alias, u)
+		}
+	}
+}
