@@ -54,6 +54,17 @@ var DurationBuckets = []float64{
 	0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
 }
 
+// LongDurationBuckets replace DurationBuckets for the histograms named in
+// LongDurations: operations that copy a whole store take seconds to an
+// hour, and would all land in DurationBuckets' +Inf.
+var LongDurationBuckets = []float64{
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+}
+
+// LongDurations names the "*.duration" histograms that get
+// LongDurationBuckets.
+var LongDurations = []string{"riffdb.backup.duration"}
+
 // Errors returned by Setup and NewLogger.
 var (
 	// ErrInvalidSampleRatio is returned by Setup when Config.SampleRatio is

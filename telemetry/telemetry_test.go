@@ -175,16 +175,28 @@ func TestOtherHistogramsKeepAdvisedBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	dur.Record(context.Background(), 0.2)
+	// A backup takes minutes: LongDurationBuckets, once, not DurationBuckets too.
+	long, err := m.Float64Histogram("riffdb.backup.duration", metric.WithUnit("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long.Record(context.Background(), 90)
 	body, _ := scrape(t, tel.MetricsHandler, false)
 	for _, want := range []string{
 		`riffdb_outbox_delivery_lag_seconds_bucket{le="60"} 0`,
 		`riffdb_outbox_delivery_lag_seconds_bucket{le="3600"} 1`,
 		`riffdb_command_duration_seconds_bucket{le="0.25"} 1`,
 		`riffdb_command_duration_seconds_bucket{le="0.1"} 0`,
+		`riffdb_backup_duration_seconds_bucket{le="60"} 0`,
+		`riffdb_backup_duration_seconds_bucket{le="120"} 1`,
+		`riffdb_backup_duration_seconds_bucket{le="3600"} 1`,
 	} {
 		if !strings.Contains(body, "\n"+want) {
 			t.Errorf("scrape lacks %q:\n%s", want, grepLines(body, "riffdb_"))
 		}
+	}
+	if n := strings.Count(body, "\nriffdb_backup_duration_seconds_count"); n != 1 {
+		t.Errorf("riffdb_backup_duration_seconds_count appears %d times, want once", n)
 	}
 	if strings.Contains(body, `riffdb_command_duration_seconds_bucket{le="60"}`) {
 		t.Error("advice overrode DurationBuckets on a *.duration histogram")

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +43,8 @@ var HTTPServerAttributes = []attribute.Key{
 // own stream: an HTTP duration histogram matched by two views would be
 // exported twice under one name.
 //
-//   - Histograms named "*.duration" get DurationBuckets.
+//   - Histograms named "*.duration" get DurationBuckets, except those of
+//     LongDurations, which get LongDurationBuckets.
 //   - Instruments named "http.server.*" keep only HTTPServerAttributes.
 //
 // Exemplars of every instrument carry no filtered attributes (see
@@ -54,6 +56,9 @@ func view() sdkmetric.View {
 	keep := attribute.NewAllowKeysFilter(HTTPServerAttributes...)
 	return func(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 		s, ok := durations(i)
+		if ok && i.Kind == sdkmetric.InstrumentKindHistogram && slices.Contains(LongDurations, i.Name) {
+			s.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: LongDurationBuckets}
+		}
 		if !ok {
 			s = sdkmetric.Stream{Name: i.Name, Description: i.Description, Unit: i.Unit}
 		}
