@@ -49,8 +49,8 @@ type archiveDestination struct {
 	failure  atomic.Pointer[error]
 	failed   chan struct{}
 	failOnce sync.Once
-	// onScrubPass, when set (tests), is called after each complete pass.
-	onScrubPass func()
+	// onScrubStep, when set (tests), is called after each scrub step.
+	onScrubStep func(archive.ScrubProgress)
 }
 
 var (
@@ -178,12 +178,12 @@ func (d *archiveDestination) background(ctx context.Context, s *archive.Store, d
 			}
 			continue
 		}
+		if d.onScrubStep != nil {
+			d.onScrubStep(p)
+		}
 		if p.Complete {
 			_ = sc.Close()
 			sc = nil
-			if d.onScrubPass != nil {
-				d.onScrubPass()
-			}
 		}
 	}
 }

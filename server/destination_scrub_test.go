@@ -165,7 +165,10 @@ func TestScrubPassesOverAHealthyArchive(t *testing.T) {
 	s := newScrubSetup(t, 300)
 	d := s.dest(t, 256)
 	passes := make(chan struct{}, 16)
-	d.onScrubPass = func() {
+	d.onScrubStep = func(p archive.ScrubProgress) {
+		if !p.Complete {
+			return
+		}
 		select {
 		case passes <- struct{}{}:
 		default:
