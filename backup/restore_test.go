@@ -143,6 +143,10 @@ func TestRestoreRefusalsChangeNothing(t *testing.T) {
 		name    string
 		prepare func(t *testing.T, e *env, m backup.Manifest) (req backup.RestoreRequest, cleanup func())
 		want    error
+		// live: the database is open, and Pebble removes its obsolete
+		// files in the background; only backup_root and the parent's
+		// entry names are compared.
+		live bool
 	}{
 		{"busy", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			db, err := primary.Open(ctx, e.opts)
@@ -150,13 +154,20 @@ func TestRestoreRefusalsChangeNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return e.request(m.Name), func() { _ = db.Close() }
-		}, backup.ErrDatabaseBusy},
+		}, backup.ErrDatabaseBusy, true},
+		{"busy (the lock a server holds)", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
+			lock, err := primary.LockDirectory(e.opts.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e.request(m.Name), func() { _ = lock.Close() }
+		}, backup.ErrDatabaseBusy, false},
 		{"other identity", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			if err := os.Rename(filepath.Join(other.root, om.Name), filepath.Join(e.root, "backup-other")); err != nil {
 				t.Fatal(err)
 			}
 			return e.request("backup-other"), nil
-		}, backup.ErrIdentityMismatch},
+		}, backup.ErrIdentityMismatch, false},
 		{"flipped byte", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			f := largest(m)
 			name := filepath.Join(e.root, m.Name, "store", f.Name)
@@ -169,19 +180,19 @@ func TestRestoreRefusalsChangeNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return e.request(m.Name), nil
-		}, backup.ErrBackupDamaged},
+		}, backup.ErrBackupDamaged, false},
 		{"missing file", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			if err := os.Remove(filepath.Join(e.root, m.Name, "store", largest(m).Name)); err != nil {
 				t.Fatal(err)
 			}
 			return e.request(m.Name), nil
-		}, backup.ErrBackupDamaged},
+		}, backup.ErrBackupDamaged, false},
 		{"extra file", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			if err := os.WriteFile(filepath.Join(e.root, m.Name, "store", "000999.sst"), []byte("x"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			return e.request(m.Name), nil
-		}, backup.ErrBackupDamaged},
+		}, backup.ErrBackupDamaged, false},
 		{"manifest out of step with the data", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			name := filepath.Join(e.root, m.Name, "manifest.json")
 			b, err := os.ReadFile(name)
@@ -193,27 +204,27 @@ func TestRestoreRefusalsChangeNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return e.request(m.Name), nil
-		}, backup.ErrBackupDamaged},
+		}, backup.ErrBackupDamaged, false},
 		{"bad name", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			return e.request("../" + filepath.Base(e.root) + "/" + m.Name), nil
-		}, backup.ErrInvalidName},
+		}, backup.ErrInvalidName, false},
 		{"dot name", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			return e.request(".."), nil
-		}, backup.ErrInvalidName},
+		}, backup.ErrInvalidName, false},
 		{"not found", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			return e.request("backup-none"), nil
-		}, backup.ErrBackupNotFound},
+		}, backup.ErrBackupNotFound, false},
 		{"no root", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			req := e.request(m.Name)
 			req.BackupRoot = ""
 			return req, nil
-		}, backup.ErrNoRoot},
+		}, backup.ErrNoRoot, false},
 		{"open root", func(t *testing.T, e *env, m backup.Manifest) (backup.RestoreRequest, func()) {
 			if err := os.Chmod(e.root, 0o750); err != nil {
 				t.Fatal(err)
 			}
 			return e.request(m.Name), nil
-		}, backup.ErrRootUnusable},
+		}, backup.ErrRootUnusable, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -223,7 +234,13 @@ func TestRestoreRefusalsChangeNothing(t *testing.T) {
 				defer cleanup()
 			}
 			parent := filepath.Dir(e.opts.Path)
-			before := tree(t, parent, e.root)
+			snapshot := func() string {
+				if c.live {
+					return strings.Join(dirNames(t, parent), " ") + "\n" + tree(t, e.root)
+				}
+				return tree(t, parent, e.root)
+			}
+			before := snapshot()
 			res, err := backup.Restore(ctx, req)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Restore = %+v, %v; want %v", res, err, c.want)
@@ -231,7 +248,7 @@ func TestRestoreRefusalsChangeNothing(t *testing.T) {
 			if msg := err.Error(); strings.Contains(msg, e.root) || strings.Contains(msg, parent) {
 				t.Fatalf("the error names a path: %s", msg)
 			}
-			if after := tree(t, parent, e.root); after != before {
+			if after := snapshot(); after != before {
 				t.Fatalf("the refusal changed the disk:\n%s\n--- after ---\n%s", before, after)
 			}
 		})
