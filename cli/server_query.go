@@ -2,12 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -33,55 +30,7 @@ func (q *queryFlags) add(cmd *cobra.Command) {
 // get fetches path from the server into out, mapping every failure to a
 // classified CLI error.
 func (q *queryFlags) get(ctx context.Context, path string, out any) error {
-	addr := q.address
-	if addr == "" {
-		addr = getenv("RIFFDB_ADDRESS")
-	}
-	if addr == "" {
-		addr = DefaultAddress
-	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	token, err := bearerToken(q.tokenFile)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, q.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(addr, "/")+path, nil)
-	if err != nil {
-		return Local("usage", "--address is not a valid URL")
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return Client("unreachable", "cannot reach the server: %v", errors.Unwrap(err))
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return Client("transport", "reading the response failed: %v", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var eb statsapi.ErrorBody
-		msg := resp.Status
-		if json.Unmarshal(body, &eb) == nil && eb.Error.Message != "" {
-			msg = eb.Error.Message
-		}
-		code := "http_" + fmt.Sprint(resp.StatusCode)
-		switch resp.StatusCode {
-		case http.StatusUnauthorized:
-			code = "unauthenticated"
-		case http.StatusForbidden:
-			code = "forbidden"
-		}
-		return Public(code, "the server refused: %s", msg)
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return Client("bad_response", "the server's response is not valid JSON")
-	}
-	return nil
+	return q.serverRequest(ctx, http.MethodGet, path, out, "")
 }
 
 // newServerQueryCommand builds a read-only command that GETs path from the
