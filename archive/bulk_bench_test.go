@@ -36,11 +36,15 @@ const bulkBatch = 10_000
 // checkpoint's back) and checkpoints them, as a clean shutdown does.
 func bulkLoad(tb testing.TB, dir string, database event.DatabaseID, n int, payload string) {
 	tb.Helper()
-	bulkLoadAt(tb, dir, database, 1, n, payload)
+	bulkLoadAt(tb, dir, database, 1, n, payload, false)
 }
 
-// bulkLoadAt is bulkLoad with the records' history incarnation.
-func bulkLoadAt(tb testing.TB, dir string, database event.DatabaseID, incarnation uint64, n int, payload string) {
+// bulkLoadAt is bulkLoad with the records' history incarnation; with
+// compact, the load ends with a manual compaction of the whole store, so
+// that its tables are those of a long-lived archive whose compactions
+// caught up (a fresh bulk load leaves minutes of compaction debt behind,
+// which the next opens would pay for).
+func bulkLoadAt(tb testing.TB, dir string, database event.DatabaseID, incarnation uint64, n int, payload string, compact bool) {
 	tb.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, dir, Options{Database: database, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1})
@@ -75,6 +79,11 @@ func bulkLoadAt(tb testing.TB, dir string, database event.DatabaseID, incarnatio
 	s.records.Store(acct.Records)
 	s.encoded.Store(acct.EncodedBytes)
 	s.mu.Unlock()
+	if compact {
+		if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, true); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	if err := s.Close(); err != nil {
 		tb.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 //	RIFFDB_MKARCHIVE_RECORDS=1000000
 //	RIFFDB_MKARCHIVE_PAYLOAD_BYTES=900 (optional; records of about 1 KiB)
 //	RIFFDB_MKARCHIVE_INCARNATION=1 (optional; the records' history incarnation)
+//	RIFFDB_MKARCHIVE_COMPACT=1 (optional; end with a manual compaction of the whole store)
 //
 // It loads with bulkLoad (large unsynced batches, then the accounting in
 // one synced batch): an archive indistinguishable from one built by Accept,
@@ -51,7 +52,7 @@ func TestMakeArchive(t *testing.T) {
 			t.Fatal("RIFFDB_MKARCHIVE_INCARNATION must be a history incarnation")
 		}
 	}
-	bulkLoadAt(t, dir, database, incarnation, n, payload)
+	bulkLoadAt(t, dir, database, incarnation, n, payload, os.Getenv("RIFFDB_MKARCHIVE_COMPACT") == "1")
 	k, r := rec(t, database, 1, 0, payload)
 	t.Logf("archive of %d records, %d encoded bytes, database %s", n, int64(n)*Charge(k, r), database)
 }

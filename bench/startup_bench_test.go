@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,13 +30,15 @@ import (
 // start to the first delivery after a clean shutdown, with an archive of
 // 10,000 records (the baseline) and of 1,000,000 records of about 1 KiB
 // (RIFFDB_STARTUP_RECORDS, a comma-separated list of sizes, replaces the
-// large one, e.g. 10000000).
+// large one, e.g. 10000000; RIFFDB_STARTUP_PAYLOAD_BYTES, default 900, sets
+// the payload of every archive's records).
 //
 // Each size gets its own development installation: a fresh primary, and an
 // archive bulk-built by bench/cmd/mkarchive bound to the primary's
 // identity, holding records of history incarnation 0 (before the primary's
 // first one, so that the history anchors accept it), whose build validated
-// and checkpointed every record. A first start and a clean SIGTERM stop
+// and checkpointed every record and ended with a full compaction (the
+// tables of a long-lived archive, not a fresh load's compaction debt). A first start and a clean SIGTERM stop
 // follow. Each start then commits one event while no server runs, starts
 // `riffdb server run --config` (the development configuration with a 1 TiB
 // quota), measures until GET /v1/stats reports nothing pending (polled
@@ -136,8 +139,9 @@ func newStartupInstall(b *testing.B, n int, mkarchive string) *startupInstall {
 		b.Fatal(err)
 	}
 	start := time.Now()
+	payload := cmp.Or(os.Getenv("RIFFDB_STARTUP_PAYLOAD_BYTES"), "900")
 	cmd := exec.Command(mkarchive, "-records", strconv.Itoa(n), "-dir", cfg.Databases[0].Outbox.Directory,
-		"-database", id.String(), "-incarnation", "0")
+		"-database", id.String(), "-incarnation", "0", "-payload-bytes", payload, "-compact")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("mkarchive: %v\n%s", err, out)
 	}

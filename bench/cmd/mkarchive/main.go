@@ -1,7 +1,7 @@
 // Command mkarchive builds a valid outbox archive of many records quickly,
 // for acceptance runs and benchmarks of inspect:
 //
-//	go run ./bench/cmd/mkarchive -records 1000000 -dir /abs/outbox -database <32 hex> [-payload-bytes 900] [-incarnation 1]
+//	go run ./bench/cmd/mkarchive -records 1000000 -dir /abs/outbox -database <32 hex> [-payload-bytes 900] [-incarnation 1] [-compact]
 //
 // The directory is created (0700) when it is missing and must be empty
 // otherwise. It runs the archive package's TestMakeArchive, which loads the
@@ -31,6 +31,7 @@ func main() {
 	database := flag.String("database", "", "database identity, 32 lowercase hex characters")
 	payload := flag.Int("payload-bytes", 900, "payload bytes per record (900: records of about 1 KiB)")
 	incarnation := flag.Uint64("incarnation", 1, "history incarnation of the records")
+	compact := flag.Bool("compact", false, "end with a manual compaction of the whole store (the tables of a long-lived archive)")
 	flag.Parse()
 	if *dir == "" || *database == "" || *records < 0 || *payload < 0 {
 		flag.Usage()
@@ -56,6 +57,9 @@ func main() {
 		"RIFFDB_MKARCHIVE_RECORDS="+strconv.Itoa(*records),
 		"RIFFDB_MKARCHIVE_PAYLOAD_BYTES="+strconv.Itoa(*payload),
 		"RIFFDB_MKARCHIVE_INCARNATION="+strconv.FormatUint(*incarnation, 10))
+	if *compact {
+		cmd.Env = append(cmd.Env, "RIFFDB_MKARCHIVE_COMPACT=1")
+	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mkarchive: the archive was not built:", err)
