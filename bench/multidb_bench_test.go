@@ -3,10 +3,12 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/server"
 )
 
@@ -43,9 +45,14 @@ const rawSlice = time.Second
 //     delivered_vs_raw is the ratio the target holds at ≥ 0.8.
 //   - commits: commandClients clients per database send one-event commands
 //     over HTTP for commitSlice; commits/s is summed over the databases
-//     (delivery runs meanwhile, as in production). cpu_util is the
+//     (delivery runs meanwhile, as in production). *_cpu_util is the
 //     process's CPU time (server and load generator alike) over wall time
-//     × cores: near 1 the CPU is the limit.
+//     × cores, *_machine_cpu_util the whole machine's (other processes
+//     included, from /proc/stat): near 1 the CPU is the limit. cpu_us/event
+//     and cpu_us/commit are the process's CPU time per delivered event and
+//     per commit (the commit's includes its delivery and the load
+//     generator), so cores / cpu_us is the rate at which the CPU alone
+//     would stop it.
 //   - disk: after everything is delivered, each database's directories
 //     (primary and archive) are measured with st_blocks, next to the data
 //     the database accounts for in /v1/stats (retained history bytes plus
@@ -66,7 +73,8 @@ const (
 func benchMultiDB(b *testing.B, n int) {
 	perDB := multiDBEvents(n)
 	var rawOps, delivered, commits int
-	var rawTime, drainTime, commitTime, drainCPU, commitCPU time.Duration
+	var rawTime, drainTime, commitTime time.Duration
+	var drainCPU, commitCPU cpuMeter
 	var primarySyncs, archiveSyncs float64
 	var usage diskUsage
 	var data int64
@@ -78,7 +86,8 @@ func benchMultiDB(b *testing.B, n int) {
 		rawOps, rawTime = rawOps+ops, rawTime+el
 		s := in.open(b)
 		b.StartTimer()
-		cpu0, start := cpuTime(b), time.Now()
+		drainCPU.start(b)
+		start := time.Now()
 		if err := s.Start(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -86,7 +95,7 @@ func benchMultiDB(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		drainTime += time.Since(start)
-		drainCPU += cpuTime(b) - cpu0
+		drainCPU.stop(b)
 		delivered += n * perDB
 		b.StopTimer()
 		// Counted from the stores' open (a few syncs each) to the end of
@@ -96,14 +105,15 @@ func benchMultiDB(b *testing.B, n int) {
 		archiveSyncs += syncs[1]
 		ops, el = rawWriters(b, in.root, n, rawSlice)
 		rawOps, rawTime = rawOps+ops, rawTime+el
-		cpu0, start = cpuTime(b), time.Now()
+		commitCPU.start(b)
+		start = time.Now()
 		ops, err := in.commandLoad(s, commandClients, 0, commitSlice)
 		if err != nil {
 			b.Fatal(err)
 		}
 		commits += ops
 		commitTime += time.Since(start)
-		commitCPU += cpuTime(b) - cpu0
+		commitCPU.stop(b)
 		if err := waitAllDelivered(s, in.token, 2*pollEvery, 5*time.Minute); err != nil {
 			b.Fatal(err)
 		}
@@ -124,12 +134,16 @@ func benchMultiDB(b *testing.B, n int) {
 	b.ReportMetric(rate, "delivered_events/s")
 	b.ReportMetric(raw, "raw_events/s")
 	b.ReportMetric(rate/raw, "delivered_vs_raw")
-	b.ReportMetric(drainCPU.Seconds()/drainTime.Seconds()/cores, "delivery_cpu_util")
+	b.ReportMetric(drainCPU.procSum.Seconds()/drainTime.Seconds()/cores, "delivery_cpu_util")
+	b.ReportMetric(drainCPU.machine(), "delivery_machine_cpu_util")
+	b.ReportMetric(float64(drainCPU.procSum.Microseconds())/float64(delivered), "cpu_us/event")
 	b.ReportMetric(primarySyncs/float64(delivered), "primary_fsyncs/event")
 	b.ReportMetric(archiveSyncs/float64(delivered), "archive_fsyncs/event")
 	b.ReportMetric((primarySyncs+archiveSyncs)/drainTime.Seconds(), "delivery_fsyncs/s")
 	b.ReportMetric(float64(commits)/commitTime.Seconds(), "commits/s")
-	b.ReportMetric(commitCPU.Seconds()/commitTime.Seconds()/cores, "commit_cpu_util")
+	b.ReportMetric(commitCPU.procSum.Seconds()/commitTime.Seconds()/cores, "commit_cpu_util")
+	b.ReportMetric(commitCPU.machine(), "commit_machine_cpu_util")
+	b.ReportMetric(float64(commitCPU.procSum.Microseconds())/float64(commits), "cpu_us/commit")
 	const mib = 1 << 20
 	b.ReportMetric(float64(usage.allocated)/float64(n)/mib, "allocated_MiB/db")
 	b.ReportMetric(float64(usage.apparent)/float64(n)/mib, "apparent_MiB/db")
@@ -145,11 +159,12 @@ func benchMultiDB(b *testing.B, n int) {
 // archive), then everything is delivered. flushes/store is how many times
 // each store's memtable filled and was flushed, on average. The RSS
 // includes the in-process load generator. The disk figures are as in
-// BenchmarkMultiDB.
+// BenchmarkMultiDB; empty_allocated_MiB/db is each database's allocation
+// once the server has started, before the load: the fixed overhead.
 func BenchmarkMultiDBMemory(b *testing.B) {
 	const n, note = 32, 32 << 10
 	var peak, commits int64
-	var flushes float64
+	var flushes, empty float64
 	var usage diskUsage
 	var data int64
 	for b.Loop() {
@@ -160,6 +175,14 @@ func BenchmarkMultiDBMemory(b *testing.B) {
 		if err := s.Start(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		if err := waitArchivesOpen(in, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		var fresh diskUsage
+		for _, d := range in.cfg.Databases {
+			fresh = fresh.plus(usageOf(b, d.Path)).plus(usageOf(b, d.Outbox.Directory))
+		}
+		empty = float64(fresh.allocated) / n
 		b.StartTimer()
 		f0, err := counterSum(s, "riffdb_pebble_flushes_total", "")
 		if err != nil {
@@ -196,6 +219,7 @@ func BenchmarkMultiDBMemory(b *testing.B) {
 	b.ReportMetric(float64(peak)/1024, "peak_rss_MiB")
 	b.ReportMetric(float64(commits)/float64(b.N)/memorySlice.Seconds(), "commits/s")
 	b.ReportMetric(flushes, "flushes/store")
+	b.ReportMetric(empty/mib, "empty_allocated_MiB/db")
 	b.ReportMetric(float64(usage.allocated)/n/mib, "allocated_MiB/db")
 	b.ReportMetric(float64(data)/n/mib, "data_MiB/db")
 	b.ReportMetric(float64(usage.allocated-2*data)/n/mib, "over_2x_data_MiB/db")
@@ -257,4 +281,27 @@ func TestMultiDBHarness(t *testing.T) {
 			t.Fatalf("archive of %s: %+v", d.Alias, u)
 		}
 	}
+}
+
+// waitArchivesOpen waits until every database's archive store has been
+// opened (Pebble has written its OPTIONS file): the workers open them after
+// Start.
+func waitArchivesOpen(in *multiInstall, deadline time.Duration) error {
+	limit := time.Now().Add(deadline)
+	for _, d := range in.cfg.Databases {
+		for {
+			names, err := filepath.Glob(filepath.Join(d.Outbox.Directory, archive.StoreDirName, "OPTIONS-*"))
+			if err != nil {
+				return err
+			}
+			if len(names) > 0 {
+				break
+			}
+			if time.Now().After(limit) {
+				return fmt.Errorf("the archive of %s was not opened within %s", d.Alias, deadline)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
 }

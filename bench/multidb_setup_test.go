@@ -372,3 +372,58 @@ func counterSum(s *server.Server, name, match string) (float64, error) {
 	}
 	return sum, sc.Err()
 }
+
+// machineCPU returns the busy and total CPU time of the whole machine so
+// far, in clock ticks, from /proc/stat: other processes' use shows up in
+// busy but not in cpuTime.
+func machineCPU(tb testing.TB) (busy, total int64) {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		tb.Fatalf("/proc/stat starts with %q", line)
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		total += n
+		if i != 3 && i != 4 { // idle and iowait
+			busy += n
+		}
+	}
+	return busy, total
+}
+
+// cpuMeter measures one phase's CPU: this process's and the machine's.
+type cpuMeter struct {
+	proc              time.Duration
+	busy, total       int64
+	procSum           time.Duration
+	busySum, totalSum int64
+}
+
+func (m *cpuMeter) start(tb testing.TB) {
+	m.proc = cpuTime(tb)
+	m.busy, m.total = machineCPU(tb)
+}
+
+func (m *cpuMeter) stop(tb testing.TB) {
+	m.procSum += cpuTime(tb) - m.proc
+	busy, total := machineCPU(tb)
+	m.busySum += busy - m.busy
+	m.totalSum += total - m.total
+}
+
+// machine is the fraction of the machine's CPU that was busy (any process).
+func (m *cpuMeter) machine() float64 {
+	if m.totalSum == 0 {
+		return 0
+	}
+	return float64(m.busySum) / float64(m.totalSum)
+}
