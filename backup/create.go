@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/primary"
 )
@@ -21,7 +23,16 @@ import (
 type Options struct {
 	Logger *zap.Logger // nil → zap.NewNop()
 	Clock  clock.Clock // nil → clock.Real; names the backup and dates it
+	// BytesPerSecond paces the backup's copying and its checksumming, each
+	// on its own, so that commands sharing the disk and the CPU keep their
+	// throughput: 0 means DefaultBytesPerSecond, a negative value unpaced.
+	BytesPerSecond int64
 }
+
+// DefaultBytesPerSecond is the pace of a backup's copying and of its
+// checksumming when Options.BytesPerSecond is 0 (see docs/benchmarks.md for
+// the commit throughput it leaves).
+const DefaultBytesPerSecond = 64 << 20
 
 // Create writes an online, consistent backup of db under root and returns
 // its manifest. Commands keep being acknowledged while it runs: the store's
@@ -71,7 +82,8 @@ func Create(ctx context.Context, db *primary.DB, root string, opts Options) (Man
 		return Manifest{}, fmt.Errorf("backup: create the backup directory: %w", pathless.Error(err))
 	}
 	store := filepath.Join(partial, storeDirName)
-	if err := db.Checkpoint(ctx, store); err != nil {
+	rate := cmp.Or(opts.BytesPerSecond, DefaultBytesPerSecond)
+	if err := db.Checkpoint(ctx, store, pace.New(max(rate, 0))); err != nil {
 		return Manifest{}, fmt.Errorf("backup: %w", err)
 	}
 	info, err := primary.ReadStoreInfo(ctx, store, nil)
@@ -81,7 +93,7 @@ func Create(ctx context.Context, db *primary.DB, root string, opts Options) (Man
 	if info.ID != id {
 		return Manifest{}, fmt.Errorf("backup: the copy holds database %s, not %s", info.ID, id)
 	}
-	files, err := hashDir(ctx, store, true)
+	files, err := hashDir(ctx, store, true, pace.New(max(rate, 0)))
 	if err != nil {
 		return Manifest{}, fmt.Errorf("backup: checksum the copy: %w", pathless.Error(err))
 	}

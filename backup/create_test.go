@@ -155,6 +155,28 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 	}
 }
 
+// TestCreateIsPaced: a backup copies and checksums at Options.BytesPerSecond.
+// At 1 KiB/s the copy of a store of several hundred KiB cannot finish
+// within its deadline (unpaced it takes milliseconds), and the backup that
+// ran out of time leaves nothing behind.
+func TestCreateIsPaced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	db := e.open()
+	commitN(t, db, 0, 2000)
+	if _, err := backup.Create(context.Background(), db, e.root, backup.Options{BytesPerSecond: -1}); err != nil {
+		t.Fatalf("unpaced backup: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := backup.Create(ctx, db, e.root, backup.Options{BytesPerSecond: 1 << 10}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("backup paced at 1 KiB/s with a 2 s deadline = %v, want the deadline", err)
+	}
+	if names, _ := os.ReadDir(e.root); len(names) != 1 {
+		t.Fatalf("backup_root holds %d entries, want only the unpaced backup", len(names))
+	}
+}
+
 // TestCreateRemovesOnlyItsOwnPartials: the next backup removes a partial
 // copy this database's crashed backup left (its marker names the database)
 // and nothing else.

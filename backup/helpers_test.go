@@ -25,6 +25,10 @@ const testContract = `
 [commands.put]
 input = { x = "int" }
 emits = ["put"]
+
+[commands.fill]
+input = { x = "int", pad = "string" }
+emits = ["fill"]
 `
 
 func compile(tb testing.TB) *contract.Contract {

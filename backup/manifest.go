@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
 )
 
@@ -164,7 +165,8 @@ func syncDir(dir string) error {
 
 // hashDir returns the size and SHA-256 of every regular file of dir, sorted
 // by name. Entries of other types are refused when strict, else skipped.
-func hashDir(ctx context.Context, dir string, strict bool) ([]File, error) {
+// Reading is paced by limit (nil: unpaced).
+func hashDir(ctx context.Context, dir string, strict bool, limit *pace.Limiter) ([]File, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -180,7 +182,7 @@ func hashDir(ctx context.Context, dir string, strict bool) ([]File, error) {
 			}
 			continue
 		}
-		f, err := hashFile(filepath.Join(dir, e.Name()))
+		f, err := hashFile(ctx, filepath.Join(dir, e.Name()), limit)
 		if err != nil {
 			return nil, err
 		}
@@ -191,14 +193,14 @@ func hashDir(ctx context.Context, dir string, strict bool) ([]File, error) {
 	return files, nil
 }
 
-func hashFile(name string) (File, error) {
+func hashFile(ctx context.Context, name string, limit *pace.Limiter) (File, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return File{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := pace.Copy(ctx, h, f, limit)
 	if err != nil {
 		return File{}, err
 	}

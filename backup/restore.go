@@ -323,7 +323,7 @@ func (r *restore) verifyBackup(ctx context.Context) error {
 		if !fi.Mode().IsRegular() {
 			return fmt.Errorf("%w: its entry %s is not a regular file", ErrBackupDamaged, f.Name)
 		}
-		got, err := hashFile(name)
+		got, err := hashFile(ctx, name, nil)
 		if err != nil {
 			return fmt.Errorf("%w: its file %s cannot be read: %w", ErrBackupDamaged, f.Name, pathless.Error(err))
 		}
@@ -720,7 +720,7 @@ func (r *restore) asideEntry(ctx context.Context, dir string, info *primary.Stor
 		break
 	}
 	if info != nil {
-		files, err := hashDir(ctx, dir, false)
+		files, err := hashDir(ctx, dir, false, nil)
 		if err != nil {
 			return "", fmt.Errorf("backup: checksum the replaced data: %w", pathless.Error(err))
 		}

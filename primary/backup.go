@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/dirlock"
 	"github.com/riffdb/riffdb/internal/goexit"
+	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
 )
 
@@ -57,7 +57,10 @@ var errNotRealFS = errors.New("primary: a checkpoint needs a database on the rea
 // is then replaced by a real copy (written, synced, renamed over it). The directory
 // gets mode 0700 and its files 0600, an empty LOCK file is added (so that a
 // later read-only open creates nothing), and the directory is synced.
-func (db *DB) Checkpoint(ctx context.Context, dir string) error {
+//
+// limit paces the copying (nil: unpaced), so that a backup leaves the disk
+// to the commits sharing it.
+func (db *DB) Checkpoint(ctx context.Context, dir string, limit *pace.Limiter) error {
 	if db.opts.FS != vfs.Default {
 		return errNotRealFS
 	}
@@ -73,7 +76,7 @@ func (db *DB) Checkpoint(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("primary: checkpoint: %w", pathless.Error(err))
 	}
-	if err := finishCopy(ctx, dir, db.opts.Path); err != nil {
+	if err := finishCopy(ctx, dir, db.opts.Path, limit); err != nil {
 		return fmt.Errorf("primary: checkpoint: %w", pathless.Error(err))
 	}
 	return nil
@@ -84,7 +87,7 @@ func (db *DB) Checkpoint(ctx context.Context, dir string) error {
 // same file (device and inode) as the live store's file of that name is
 // replaced by a copy; Pebble links nothing else, and a live file removed
 // meanwhile left the checkpoint's link the only one.
-func finishCopy(ctx context.Context, dir, live string) error {
+func finishCopy(ctx context.Context, dir, live string, limit *pace.Limiter) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -102,7 +105,7 @@ func finishCopy(ctx context.Context, dir, live string) error {
 			return fmt.Errorf("the checkpoint holds an entry that is not a regular file (%v)", fi.Mode().Type())
 		}
 		if lfi, err := os.Lstat(filepath.Join(live, e.Name())); err == nil && os.SameFile(fi, lfi) {
-			if err := replaceWithCopy(name); err != nil {
+			if err := replaceWithCopy(ctx, name, limit); err != nil {
 				return err
 			}
 		}
@@ -128,17 +131,17 @@ func finishCopy(ctx context.Context, dir, live string) error {
 // replaceWithCopy replaces the file name by a copy of its content with an
 // inode of its own: the copy is written beside it, synced, and renamed over
 // it (rename replaces only this directory's link).
-func replaceWithCopy(name string) error {
+func replaceWithCopy(ctx context.Context, name string, limit *pace.Limiter) error {
 	tmp := name + ".copy"
-	if err := copyFile(name, tmp); err != nil {
+	if err := copyFile(ctx, name, tmp, limit); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, name)
 }
 
-// copyFile copies src into a new file dst (0600), synced.
-func copyFile(src, dst string) error {
+// copyFile copies src into a new file dst (0600), synced, paced by limit.
+func copyFile(ctx context.Context, src, dst string, limit *pace.Limiter) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -148,7 +151,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, in)
+	_, err = pace.Copy(ctx, out, in, limit)
 	return errors.Join(err, out.Sync(), out.Close())
 }
 
