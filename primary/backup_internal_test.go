@@ -33,7 +33,7 @@ func TestStampWritesTheCleanFloor(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
-	if err := db.Checkpoint(ctx, dir); err != nil {
+	if err := db.Checkpoint(ctx, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, marked, _ := readFloor(vfs.Default, dir); marked {

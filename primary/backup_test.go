@@ -68,7 +68,7 @@ func TestCheckpointIsAPrivateIndependentCopy(t *testing.T) {
 	commitN(t, db, 20)           // these stay in the WAL
 	last := db.LastCommitSequence()
 	dir := filepath.Join(t.TempDir(), "copy")
-	if err := db.Checkpoint(ctx, dir); err != nil {
+	if err := db.Checkpoint(ctx, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	commitN(t, db, 5) // after the checkpoint: not in it
@@ -196,7 +196,7 @@ func TestStampMakesARestoredDatabase(t *testing.T) {
 		t.Fatalf("delivery mark %+v", m)
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
-	if err := db.Checkpoint(ctx, dir); err != nil {
+	if err := db.Checkpoint(ctx, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	lock, err := primary.LockDirectory(dir)
