@@ -39,22 +39,46 @@ func (s IndexState) String() string {
 	return "unknown"
 }
 
-// seqCount is the number of undelivered intents of one commit.
+// seqCount is the number of undelivered intents of one commit, and how many
+// of them are dead letters.
 type seqCount struct {
-	seq uint64
-	n   uint32
+	seq  uint64
+	n    uint32 // undelivered intents, dead letters included
+	dead uint32 // dead letters among them
+	// lastDead is the highest position of the commit's dead letters
+	// (meaningful when dead > 0).
+	lastDead uint32
 }
 
 // index is the in-memory mirror of the undelivered index: the durable count
-// and, per commit sequence, how many intents remain. The per-sequence list
-// gives the undelivered low-water mark without reading the store.
+// and, per commit sequence, how many intents remain and how many of them are
+// dead letters. The per-sequence list gives the undelivered low-water mark
+// (dead letters included: they fence retention) and the live floor (the
+// first commit with an intent that is not a dead letter) without reading
+// the store.
+//
+// Dead letters never leave that state (no transition leaves dead_letter, and
+// only delivering intents are completed), so a commit whose remaining
+// intents are all dead letters stays so for good: the entries before live
+// are frozen. Scans jump from the dead letters straight to the live floor
+// (scanFloor) instead of stepping over the deletions of every intent
+// delivered since (a queue on an LSM), and the frozen prefix keeps only its
+// entries that hold dead letters, so a dead letter at the bottom of the
+// index does not pin the list's memory.
 type index struct {
 	state atomic.Uint32
 	count atomic.Uint64
 
 	mu   sync.Mutex
-	seqs []seqCount // ascending seq; entries with n == 0 are dropped from the front
-	head int
+	seqs []seqCount // ascending seq
+	head int        // first entry with n > 0
+	live int        // first entry with n > dead (head ≤ live)
+	// deadSeqs counts the entries in [head, live) that hold dead letters
+	// (the others there are empty).
+	deadSeqs int
+	// deadTop is the highest dead letter before seqs[live], when hasDeadTop.
+	deadTop    event.ID
+	hasDeadTop bool
 }
 
 func (x *index) degrade() { x.state.Store(uint32(IndexDegraded)) }
@@ -62,37 +86,90 @@ func (x *index) degrade() { x.state.Store(uint32(IndexDegraded)) }
 // setReady moves an unbuilt index to ready; a degraded index stays degraded.
 func (x *index) setReady() { x.state.CompareAndSwap(uint32(IndexUnbuilt), uint32(IndexReady)) }
 
-// add records n intents for seq. Callers add in ascending seq order.
+// add records the n intents of a new commit seq, above every sequence
+// recorded so far.
 func (x *index) add(seq uint64, n uint32) {
-	if n == 0 {
+	x.addEntry(seqCount{seq: seq, n: n})
+}
+
+// addEntry records a commit's undelivered intents, dead letters included
+// (buildIndex adds each commit it counted this way). Entries are added in
+// ascending seq order, each commit once.
+func (x *index) addEntry(e seqCount) {
+	if e.n == 0 {
 		return
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if l := len(x.seqs); l > x.head && x.seqs[l-1].seq == seq {
-		x.seqs[l-1].n += n
-		return
-	}
-	x.seqs = append(x.seqs, seqCount{seq: seq, n: n})
+	x.seqs = append(x.seqs, e)
+	x.advance()
 }
 
-// remove records that the intents of ids are gone.
+// find returns the entry of seq at or after the live floor, or nil. Only
+// those entries change: the ones before are frozen.
+func (x *index) find(seq uint64) *seqCount {
+	live := x.seqs[x.live:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].seq >= seq })
+	if i < len(live) && live[i].seq == seq {
+		return &live[i]
+	}
+	return nil
+}
+
+// remove records that the intents of ids are gone. They were delivering,
+// never dead letters.
 func (x *index) remove(ids []event.ID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	live := x.seqs[x.head:]
 	for _, id := range ids {
-		i := sort.Search(len(live), func(i int) bool { return live[i].seq >= id.Seq })
-		if i < len(live) && live[i].seq == id.Seq && live[i].n > 0 {
-			live[i].n--
+		if e := x.find(id.Seq); e != nil && e.n > e.dead {
+			e.n--
 		}
 	}
+	x.advance()
+}
+
+// markDead records that the intents of ids became dead letters.
+func (x *index) markDead(ids []event.ID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range ids {
+		if e := x.find(id.Seq); e != nil && e.dead < e.n {
+			if e.dead == 0 || id.Pos > e.lastDead {
+				e.lastDead = id.Pos
+			}
+			e.dead++
+		}
+	}
+	x.advance()
+}
+
+// advance moves head and live past the entries that no longer hold what
+// they point at, and compacts the list once most of it is droppable.
+func (x *index) advance() {
 	for x.head < len(x.seqs) && x.seqs[x.head].n == 0 {
 		x.head++
 	}
-	if x.head > 1024 && x.head*2 > len(x.seqs) {
-		x.seqs = append([]seqCount(nil), x.seqs[x.head:]...)
-		x.head = 0
+	if x.live < x.head {
+		x.live = x.head
+	}
+	for x.live < len(x.seqs) && x.seqs[x.live].n == x.seqs[x.live].dead {
+		if e := x.seqs[x.live]; e.n > 0 {
+			x.deadTop, x.hasDeadTop = event.ID{Seq: e.seq, Pos: e.lastDead}, true
+			x.deadSeqs++
+		}
+		x.live++
+	}
+	// Every entry before head, and every empty one in [head, live), can go.
+	if drop := x.live - x.deadSeqs; drop > 1024 && drop*2 > len(x.seqs) {
+		kept := make([]seqCount, 0, x.deadSeqs+len(x.seqs)-x.live)
+		for _, e := range x.seqs[x.head:x.live] {
+			if e.n > 0 {
+				kept = append(kept, e)
+			}
+		}
+		x.seqs = append(kept, x.seqs[x.live:]...)
+		x.head, x.live = 0, x.deadSeqs
 	}
 }
 
@@ -104,6 +181,26 @@ func (x *index) lowWater() (uint64, bool) {
 		return x.seqs[x.head].seq, true
 	}
 	return 0, false
+}
+
+// floor returns the lowest sequence a scan strictly after `after` (nil:
+// from the start) must read from: the low-water mark, or the live floor
+// when after is at or past every dead letter below it (every intent below
+// the live floor is such a dead letter, so none lies between after and the
+// live floor). ok is false when no intent lies after `after`.
+func (x *index) floor(after *event.ID) (seq uint64, ok bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.head == len(x.seqs) {
+		return 0, false
+	}
+	if after == nil || x.hasDeadTop && after.Compare(x.deadTop) < 0 {
+		return x.seqs[x.head].seq, true
+	}
+	if x.live == len(x.seqs) {
+		return 0, false // only dead letters, none after `after`
+	}
+	return x.seqs[x.live].seq, true
 }
 
 // UndeliveredCount returns the number of undelivered intents (pending,

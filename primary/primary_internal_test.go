@@ -309,7 +309,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 	}
 	floor := func() []byte {
 		t.Helper()
-		k, ok := db.scanFloor([]byte{nsIntent})
+		k, ok := db.scanFloor([]byte{nsIntent}, nil)
 		if !ok {
 			t.Fatal("no floor while intents are undelivered")
 		}
@@ -326,7 +326,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 	}
 	// The caller's bound wins when it is higher.
 	after := append(intentKey(event.ID{Seq: 6, Pos: 1}), 0)
-	if k, _ := db.scanFloor(after); !bytes.Equal(k, after) {
+	if k, _ := db.scanFloor(after, &event.ID{Seq: 6, Pos: 1}); !bytes.Equal(k, after) {
 		t.Fatal("the floor lowered the caller's bound")
 	}
 	page, err := db.ScanIntents(ctx, nil, 100)
@@ -358,7 +358,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliver(t, db2, both)
-	if _, ok := db2.scanFloor([]byte{nsIntent}); ok {
+	if _, ok := db2.scanFloor([]byte{nsIntent}, nil); ok {
 		t.Fatal("a floor with no undelivered intent")
 	}
 	if page, err := db2.ScanIntents(ctx, nil, 100); err != nil || len(page) != 0 {
@@ -366,7 +366,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 	}
 	// A degraded index leaves the bound alone.
 	db.idx.degrade()
-	if k, ok := db.scanFloor([]byte{nsIntent}); !ok || !bytes.Equal(k, []byte{nsIntent}) {
+	if k, ok := db.scanFloor([]byte{nsIntent}, nil); !ok || !bytes.Equal(k, []byte{nsIntent}) {
 		t.Fatal("a degraded index moved the scan's bound")
 	}
 }

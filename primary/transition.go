@@ -186,6 +186,15 @@ func (db *DB) casRewrite(members []Intent, next func(Intent) (Intent, bool), opt
 	if err := db.applyLocked(b, opts); err != nil {
 		return nil, db.writeFailed(err)
 	}
+	// The index learns of new dead letters once they are applied (and so
+	// visible to scans), never before: its live floor may lag, never lead.
+	var dead []event.ID
+	for i, in := range out {
+		if in.State == IntentDeadLetter && members[i].State != IntentDeadLetter {
+			dead = append(dead, in.Event)
+		}
+	}
+	db.idx.markDead(dead)
 	casLocked = false
 	db.casMu.Unlock()
 	if err := db.awaitSync(b, opts); err != nil {
