@@ -223,6 +223,11 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 		Cache:              tune.cache,
 		MemTableSize:       cmp.Or(tune.memTableSize, DefaultMemTableSize), // each WAL file is preallocated to ~1.1x this
 		MaxOpenFiles:       256,
+		// Table statistics only guide the compaction of deletion
+		// tombstones, and an archive deletes no record: collecting them
+		// would open every table after every start, work that grows with
+		// the archive (see "startup" in the package documentation).
+		DisableTableStats: true,
 		Logger:             pebbleLogger{st: st},
 		EventListener: &pebble.EventListener{
 			DataCorruption:  st.dataCorruption,

@@ -49,7 +49,9 @@ import (
 // machine's noise falls on all alike). ms/start@N is the median over the
 // iterations for the archive of N records, ratio@N that median over the
 // 10,000-record archive's (targets: ≤ 1 s and ≤ 1.2×), and
-// first_start_ms@N the first start after the build.
+// first_start_ms@N the first start after the build. RIFFDB_STARTUP_LOGS
+// names a directory that receives the server's log of each installation's
+// last start.
 func BenchmarkStartup(b *testing.B) {
 	sizes := []int{1_000_000}
 	if v := os.Getenv("RIFFDB_STARTUP_RECORDS"); v != "" {
@@ -240,6 +242,15 @@ func (in *startupInstall) startToDelivery(b *testing.B, bin string) float64 {
 	}
 	elapsed := time.Since(start)
 	stop()
+	if dir := os.Getenv("RIFFDB_STARTUP_LOGS"); dir != "" {
+		// The server's log of the last start of each size, to see where
+		// the time goes (the log's timestamps against start).
+		name := filepath.Join(dir, filepath.Base(filepath.Dir(in.dir))+".log")
+		text := fmt.Sprintf("process started %s, delivered after %v\n%s", start.UTC().Format(time.RFC3339Nano), elapsed, log.String())
+		if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 	return float64(elapsed.Microseconds()) / 1000
 }
 
