@@ -33,7 +33,10 @@ latency measured from the intended send time so that queueing is not omitted;
 --duration, whichever comes first. Each request has a unique input (the
 --input-template with {{n}} replaced by its sequence number and {{run}} by the
 run id) and a unique idempotency key, a root span "loadgen.request" and a W3C
-traceparent header, so the server's spans join its trace. With --otlp-endpoint
+traceparent header, so the server's spans join its trace. --retry-ratio sends
+that fraction of the requests a second time with the same idempotency key; each
+retry must come back as a replay of the same commit (retries and retry_errors in
+the report). With --otlp-endpoint
 the spans are exported via OTLP/gRPC (e.g. to Jaeger).
 
 In text mode on a terminal a progress line is rewritten every second: elapsed
@@ -140,6 +143,8 @@ is 1 when every request failed.`,
 	f.DurationVar(&cfg.Duration, "duration", loadtest.DefaultDuration, "maximum duration of the run")
 	f.DurationVar(&cfg.RequestTimeout, "timeout", loadtest.DefaultRequestTimeout, "timeout of each request")
 	f.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port on loopback to export spans to")
+	f.Float64Var(&cfg.RetryRatio, "retry-ratio", 0,
+		"fraction of requests, in [0, 1], sent a second time with the same idempotency key (each must come back as a replay of the same commit)")
 	f.Float64Var(&cfg.SampleRatio, "sample-ratio", loadtest.DefaultSampleRatio, "fraction of requests whose traces are sampled, in (0, 1]")
 	f.BoolVar(&cfg.WaitDelivered, "wait-delivered", false,
 		"after the last request, wait for the outbox backlog to drain and report delivery throughput and lag (needs read_statistics)")

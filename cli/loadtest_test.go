@@ -105,6 +105,12 @@ func TestLoadtestCommand(t *testing.T) {
 		t.Fatalf("open loop: exit %d result %+v", code, env.Result)
 	}
 
+	// Retries with the same idempotency key come back as replays.
+	code, env, _ = runLoad(t, "--address", addr, "--token-file", tokenFile, "-n", "20", "-c", "2", "--retry-ratio", "0.5")
+	if code != cli.ExitOK || env.Result.Succeeded != 20 || env.Result.Retries != 10 || len(env.Result.RetryErrors) != 0 {
+		t.Fatalf("--retry-ratio 0.5: exit %d retries %d retry errors %v", code, env.Result.Retries, env.Result.RetryErrors)
+	}
+
 	// Text output.
 	var out bytes.Buffer
 	if code := cli.Main([]string{"loadtest", "--address", addr, "--token-file", tokenFile, "-n", "10"}, nil, &out, io.Discard); code != 0 {
@@ -150,6 +156,7 @@ func TestLoadtestCommandFailures(t *testing.T) {
 		{"zero rate", []string{"--address", addr, "--token-file", tokenFile, "--rate", "0"}, cli.ExitLocal, "local", "usage", true},
 		{"zero requests", []string{"--address", addr, "--token-file", tokenFile, "-n", "0"}, cli.ExitLocal, "local", "usage", true},
 		{"sample ratio", []string{"--address", addr, "--token-file", tokenFile, "--sample-ratio", "0"}, cli.ExitLocal, "local", "usage", true},
+		{"retry ratio", []string{"--address", addr, "--token-file", tokenFile, "--retry-ratio", "1.5"}, cli.ExitLocal, "local", "usage", true},
 		{"zero wait timeout", []string{"--address", addr, "--token-file", tokenFile, "--wait-delivered", "--wait-timeout", "0s"}, cli.ExitLocal, "local", "usage", true},
 		{"metrics address without waiting", []string{"--address", addr, "--token-file", tokenFile, "--metrics-address", "127.0.0.1:9464"}, cli.ExitLocal, "local", "usage", true},
 		{"non-loopback metrics", []string{"--address", addr, "--token-file", tokenFile, "--wait-delivered", "--metrics-address", "192.0.2.1:9464"}, cli.ExitLocal, "local", "not_loopback", true},
