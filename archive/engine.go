@@ -228,7 +228,7 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 		// would open every table after every start, work that grows with
 		// the archive (see "startup" in the package documentation).
 		DisableTableStats: true,
-		Logger:             pebbleLogger{st: st},
+		Logger:            pebbleLogger{st: st},
 		EventListener: &pebble.EventListener{
 			DataCorruption:  st.dataCorruption,
 			BackgroundError: st.backgroundError,
