@@ -225,8 +225,9 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 		MaxOpenFiles:       256,
 		// Table statistics only guide the compaction of deletion
 		// tombstones, and an archive deletes no record: collecting them
-		// would open every table after every start, work that grows with
-		// the archive (see "startup" in the package documentation).
+		// would open every table in the background after every start,
+		// work that grows with the archive and competes with the first
+		// deliveries (see checkpoint.go for what a start costs).
 		DisableTableStats: true,
 		Logger:            pebbleLogger{st: st},
 		EventListener: &pebble.EventListener{
