@@ -51,8 +51,8 @@ import (
 // consistency check stats every table; table statistics, which would open
 // every table, are off), the metadata keys, one record read for K, the
 // records after K, and the history anchor's one reverse seek. Only the
-// audit, the table stats and the allocated-bytes measure grow with the
-// archive, with its number of files, not its records.
+// audit, the consistency check and the allocated-bytes measure (one stat
+// per file each) grow with the archive: with its files, not its records.
 
 // CheckpointRecords and CheckpointBytes bound what a store accepts beyond its
 // checkpoint before CheckpointDue reports that a Checkpoint is due: the
