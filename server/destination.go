@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/event"
@@ -95,6 +97,10 @@ func (d *archiveDestination) fail(err error) {
 // whether a checkpoint is due when no scrub paces it.
 const checkpointPoll = time.Second
 
+// checkpointRetry is how long the background goroutine waits after a
+// Checkpoint failed for a reason that does not stop delivery.
+const checkpointRetry = time.Minute
+
 // startBackground starts the goroutine that advances the store's
 // checkpoint while it delivers and, with a scrub rate, scrubs it: one page
 // per 1/rate seconds, a pass after another, each over its own snapshot. It
@@ -142,15 +148,25 @@ func (d *archiveDestination) background(ctx context.Context, s *archive.Store, d
 		d.fail(err)
 		return true
 	}
+	var retryCheckpoint time.Time // after a failed Checkpoint, not before
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if s.CheckpointDue() {
-			if err := s.Checkpoint(ctx); err != nil && stopped(err) {
-				return
+		if s.CheckpointDue() && !time.Now().Before(retryCheckpoint) {
+			if err := s.Checkpoint(ctx); err != nil {
+				if stopped(err) {
+					return
+				}
+				// An I/O error, say: the worker's own calls meet it too.
+				// Validating up to CheckpointRecords again at every
+				// tick would only burn CPU; try again in a minute.
+				retryCheckpoint = time.Now().Add(checkpointRetry)
+				if d.opts.Logger != nil && ctx.Err() == nil {
+					d.opts.Logger.Warn("archive checkpoint not advanced; retrying in a minute", zap.Error(err))
+				}
 			}
 		}
 		if d.scrubRate == 0 {
