@@ -36,7 +36,10 @@
 // content stops delivery until a restart. Before claiming while unhealthy the
 // worker probes the destination, so an outage does not burn attempts; after a
 // pass halts, the next one waits for the probe interval, not for the next
-// commit, since no commit can unblock the destination. After a
+// commit, since no commit can unblock the destination. A destination that
+// can fail between the worker's calls (Watched: the archive's background
+// scrub finding corrupt content) wakes the worker, whose next pass probes it
+// and stops even with nothing to deliver. After a
 // claim, failures follow the retry policy: at most 32 attempts, 1 s apart, then
 // a dead letter, which stays undelivered and fences retention.
 //
