@@ -85,6 +85,7 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
 		Cache: s.cache, MemTableSize: s.memory.ArchiveMemTable,
 	})
+	d.dest.setScrubRate(dc.Outbox.ScrubPagesPerSecond)
 	source := d.dest.anchoredTo(d.db)
 	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.monitor.Metrics); err == nil {
 		d.unobserveArchive = un
