@@ -630,7 +630,7 @@ func dmClip(s string) string {
 type dmServer struct {
 	cmd            *exec.Cmd
 	stdout, stderr *syncBuffer
-	api            string
+	api, metrics   string
 	exited         chan struct{}
 	exitErr        error
 }
@@ -650,18 +650,19 @@ func dmStartServer(root string) (*dmServer, bool, error) {
 		pw.Close()
 		close(s.exited)
 	}()
-	ready := make(chan string, 1)
+	ready := make(chan [2]string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			var line struct {
-				Msg    string `json:"msg"`
-				Listen string `json:"listen"`
+				Msg           string `json:"msg"`
+				Listen        string `json:"listen"`
+				MetricsListen string `json:"metrics_listen"`
 			}
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "riffdb ready" {
 				select {
-				case ready <- line.Listen:
+				case ready <- [2]string{line.Listen, line.MetricsListen}:
 				default:
 				}
 			}
@@ -669,7 +670,8 @@ func dmStartServer(root string) (*dmServer, bool, error) {
 		io.Copy(io.Discard, pr)
 	}()
 	select {
-	case s.api = <-ready:
+	case a := <-ready:
+		s.api, s.metrics = a[0], a[1]
 		return s, true, nil
 	case <-s.exited:
 		return s, false, nil
@@ -713,6 +715,35 @@ func (s *dmServer) request(method, path, token string, body []byte) (int, []byte
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
+}
+
+// scrubbed reports whether the archive's background scrub has completed a
+// pass since the server started (riffdb_archive_scrub_passes_total ≥ 1).
+// A start trusts the archive's checkpointed prefix (archive/doc.go): damage
+// inside it that no read has reached yet is found by the scrub's first
+// pass, so a healthy outbox is judged only after that pass.
+func (s *dmServer) scrubbed() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), dmRequestWait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.metrics+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, `riffdb_archive_scrub_passes_total{riffdb_database="default"} `); ok {
+			return v != "0"
+		}
+	}
+	return false
 }
 
 type dmStats struct {
@@ -827,7 +858,8 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 			return "started; stats refused", false, false, append(dmLeaks(root, "", output()),
 				fmt.Sprintf("the server started but %v", err))
 		}
-		steady := (st.Health == "healthy" && st.Pending != nil && *st.Pending == 0) || st.Health == "stopped" ||
+		steady := (st.Health == "healthy" && st.Pending != nil && *st.Pending == 0 && (store != "archive" || s.scrubbed())) ||
+			st.Health == "stopped" ||
 			((st.Health == "paused" || st.Health == "degraded") && slices.Contains(dmStopReasons, st.Reason))
 		if steady || time.Now().After(deadline) {
 			break
