@@ -136,3 +136,39 @@ func TestOpenReaderRefusals(t *testing.T) {
 		t.Fatalf("second reader in the process: %v", err)
 	}
 }
+
+// TestHighestIncarnation: one reverse seek finds the highest incarnation
+// of which the archive holds a record, whatever the order of acceptance;
+// an archive without records has none.
+func TestHighestIncarnation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	highest := func(dir string) (uint64, bool) {
+		t.Helper()
+		r, err := OpenReader(ctx, dir, testDatabase)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		inc, ok, err := r.HighestIncarnation(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inc, ok
+	}
+	empty := bulkDir(t)
+	bulkLoad(t, empty, testDatabase, 0, "payload")
+	if inc, ok := highest(empty); ok {
+		t.Fatalf("an empty archive: incarnation %d", inc)
+	}
+	dir := bulkDir(t)
+	bulkLoadAt(t, dir, testDatabase, 5, 300, "payload", false)
+	editReal(t, dir, func(s *Store) {
+		// An older incarnation accepted later sorts below incarnation 5.
+		k, r := rec(t, testDatabase, 1_000_000, 0, "late")
+		mustAccept(t, s, k, r, Stored)
+	})
+	if inc, ok := highest(dir); !ok || inc != 5 {
+		t.Fatalf("HighestIncarnation = %d, %v; want 5", inc, ok)
+	}
+}

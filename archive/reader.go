@@ -214,3 +214,43 @@ func (r *Reader) fill(it *pebble.Iterator) (Page, error) {
 	}
 	return p, nil
 }
+
+// HighestIncarnation returns the highest history incarnation of which the
+// archive holds a record, with one reverse seek of the reader's snapshot:
+// records sort by database identity, incarnation and event identity. ok is
+// false when the archive holds no record. The record found is not
+// validated (its key is decoded and its binding checked, no more): this is
+// a bound for a restore's new incarnation, not a verification.
+func (r *Reader) HighestIncarnation(ctx context.Context) (incarnation uint64, ok bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return 0, false, r.err
+	}
+	if err := context.Cause(ctx); err != nil {
+		return 0, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	err = guarded(ctx, r.c.st, r.c.timeout, "reading the last record", false, func() error {
+		it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: recordLower, UpperBound: recordUpper})
+		if err != nil {
+			return err
+		}
+		if it.Last() {
+			k, kerr := event.DecodeKey(it.Key()[1:])
+			if kerr != nil || k.Database != r.c.binding {
+				_ = it.Close()
+				return newError(ErrCorrupt, "decoding the last archive key", nil)
+			}
+			incarnation, ok = k.Incarnation, true
+		}
+		return it.Close()
+	})
+	if err != nil {
+		err = mapError("reading the last record", err)
+		if errors.Is(err, ErrCorrupt) {
+			r.c.st.fail(err)
+		}
+		return 0, false, err
+	}
+	return incarnation, ok, nil
+}
