@@ -410,9 +410,9 @@ func (r *restore) findLeftovers(ctx context.Context) error {
 
 // archiveMax returns the highest history incarnation the archive holds
 // records of (0: no archive, or no records). The archive is read with its
-// read-only reader, under its lock, changing nothing; every page is read
+// read-only reader, under its lock, changing nothing, with one reverse seek
 // (records of one database sort by incarnation, so the last is the
-// highest).
+// highest): a restore costs the same whatever the archive's size.
 func (r *restore) archiveMax(ctx context.Context) (uint64, error) {
 	if r.req.ArchiveDirectory == "" {
 		return 0, nil
@@ -429,21 +429,11 @@ func (r *restore) archiveMax(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("%w: the archive cannot be read: %w", ErrUnknownState, err)
 	}
 	defer rd.Close()
-	var highest uint64
-	var after archive.Cursor
-	for {
-		page, err := rd.ReadPage(ctx, after)
-		if err != nil {
-			return 0, fmt.Errorf("%w: the archive cannot be read: %w", ErrUnknownState, err)
-		}
-		if n := len(page.Records); n > 0 {
-			highest = max(highest, page.Records[n-1].Key.Incarnation)
-		}
-		if page.Next == nil {
-			return highest, nil
-		}
-		after = page.Next
+	highest, _, err := rd.HighestIncarnation(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w: the archive cannot be read: %w", ErrUnknownState, err)
 	}
+	return highest, nil
 }
 
 // maxRecorded returns the highest incarnation that a manifest under root
