@@ -219,7 +219,68 @@ func report(r results) []row {
 		pairedRow("5 tracing", "delivered, sampling 1, no export", "events/s", on, "tracing off", off, r.get(d, "trace_vs_off"), 0.9, true),
 		pairedRow("5 tracing", "delivered, sampling 1, OTLP export", "events/s", otlp, "tracing off", off, r.get(d, "otlp_vs_off"), 0.9, true),
 	)
+	// 6. Dead letters at scale (interleaved: a clean database next to one
+	// with 100,000 dead letters at the bottom of its undelivered index).
+	const dl = "bench.DeadLetters"
+	rows = append(rows,
+		pairedRow("6 dead letters", "delivered, 100k dead letters below", "events/s", r.get(dl, "dead_events/s"),
+			"clean database", r.get(dl, "clean_events/s"), r.get(dl, "dead_vs_clean"), 0.9, true),
+		pairedRow("6 dead letters", "trickle commit→archived p50", "ms", r.get(dl, "dead_lag_p50_ms"),
+			"clean", r.get(dl, "clean_lag_p50_ms"), r.get(dl, "lag_p50_dead_vs_clean"), math.NaN(), false),
+		pairedRow("6 dead letters", "GET /v1/stats p50", "ms", r.get(dl, "dead_stats_p50_ms"),
+			"clean", r.get(dl, "clean_stats_p50_ms"), r.get(dl, "stats_p50_dead_vs_clean"), 1.5, false),
+		pairedRow("6 dead letters", "GET /v1/stats p99 (noisy)", "ms", r.get(dl, "dead_stats_p99_ms"),
+			"clean", r.get(dl, "clean_stats_p99_ms"), r.get(dl, "stats_p99_dead_vs_clean"), math.NaN(), false),
+	)
+	// 7. Startup: process start to first delivery after a clean shutdown,
+	// interleaved with a 10,000-record archive; archive.Open alone.
+	const st = "bench.Startup"
+	base := r.get(st, "ms/start@10000")
+	for _, n := range []int{1_000_000, 10_000_000} {
+		ms := r.get(st, fmt.Sprintf("ms/start@%d", n))
+		if math.IsNaN(ms) {
+			continue
+		}
+		label := fmt.Sprintf("%d records", n)
+		rows = append(rows,
+			ruledValue("7 startup", "start → first delivery, "+label+", median", "ms", ms, 1000),
+			pairedRow("7 startup", "start → first delivery, "+label+", median", "ms", ms,
+				"10,000 records", base, r.get(st, fmt.Sprintf("ratio@%d", n)), 1.2, false),
+			pairedRow("7 startup", "start → first delivery, "+label+", fastest", "ms", r.get(st, fmt.Sprintf("min_ms/start@%d", n)),
+				"10,000 records, fastest", r.get(st, "min_ms/start@10000"), r.get(st, fmt.Sprintf("min_ratio@%d", n)), 1.2, false),
+		)
+	}
+	rows = append(rows,
+		ratioRow("7 startup", "archive.Open, 1M records", "ms", r.get("archive.Open/records=1000000", "ms/open"),
+			"10k records", r.get("archive.Open/records=10000", "ms/open"), math.NaN(), false),
+	)
+	// 8. Background scrub: delivery with the scrub at its default rate
+	// against no scrub (interleaved).
+	const sc = "server.DeliveryWithScrub"
+	rows = append(rows,
+		pairedRow("8 scrub", "delivered, scrub at 4 pages/s (default)", "events/s", r.get(sc, "events/s@4"),
+			"no scrub", r.get(sc, "events/s@0"), r.get(sc, "ratio@4"), 0.9, true),
+		pairedRow("8 scrub", "delivered, scrub at 256 pages/s (maximum)", "events/s", r.get(sc, "events/s@256"),
+			"no scrub", r.get(sc, "events/s@0"), r.get(sc, "ratio@256"), math.NaN(), true),
+		infoRow("8 scrub", "scrubbed at 4 pages/s", "records/s", r.get(sc, "scrubbed_records/s@4")),
+	)
+	// 9. Online backup: commits while a backup runs against commits alone
+	// (interleaved).
+	const bk = "backup.CommitDuringBackup"
+	rows = append(rows,
+		pairedRow("9 backup", "commits during a backup", "commits/s", r.get(bk, "commits/s-during-backup"),
+			"no backup", r.get(bk, "commits/s-alone"), r.get(bk, "ratio"), 0.8, true),
+		infoRow("9 backup", "backup duration", "s", r.get(bk, "s/backup")),
+		infoRow("9 backup", "backup size", "MiB", r.get(bk, "MiB/backup")),
+	)
 	return rows
+}
+
+// ruledValue is a row whose value itself is held against an upper bound
+// (a time budget), with no baseline.
+func ruledValue(section, measure, unit string, value, most float64) row {
+	return row{section: section, measure: measure, value: value, unit: unit, ratio: value / most, target: 1,
+		baseline: most, baselineName: "budget", ruled: true}
 }
 
 // write prints the rows as an aligned table.

@@ -27,6 +27,12 @@ BenchmarkDelivery-2  3  8e9 ns/op  3000 off_events/s  2700 trace_events/s  2400 
 BenchmarkStats
 BenchmarkStats/pending=100-2     2000  68789 ns/op  0.040 p50_ms  0.5 p99_ms  100 pending
 BenchmarkStats/pending=1000000-2 2000  68789 ns/op  0.080 p50_ms  0.6 p99_ms  1000000 pending
+BenchmarkStartup-2  15  1e9 ns/op  60 ms/start@10000  30 min_ms/start@10000  40 ms/start@1000000  33 min_ms/start@1000000  0.667 ratio@1000000  1.1 min_ratio@1000000
+BenchmarkDeadLetters-2  3  1e9 ns/op  1000 clean_events/s  950 dead_events/s  0.95 dead_vs_clean  0.1 clean_stats_p50_ms  0.1 dead_stats_p50_ms  1 stats_p50_dead_vs_clean
+pkg: github.com/riffdb/riffdb/server
+BenchmarkDeliveryWithScrub-2  5  1e9 ns/op  3000 events/s@0  2900 events/s@4  0.967 ratio@4
+pkg: github.com/riffdb/riffdb/backup
+BenchmarkCommitDuringBackup-2  4  1e9 ns/op  10000 commits/s-alone  7000 commits/s-during-backup  0.7 ratio  2.5 s/backup
 `
 
 func TestParseTakesMediansPerPackage(t *testing.T) {
@@ -103,6 +109,12 @@ func TestReportRatiosAndVerdicts(t *testing.T) {
 		// a paired ratio is the runs' own ratio, not value/baseline
 		"3 delivery delivered, tracing off 3000 events/s raw fdatasync 4000 0.8× ≥ 0.8× meets",
 		"5 tracing delivered, sampling 1, OTLP export 2400 events/s tracing off 3000 0.8× ≥ 0.9× MISSES",
+		"6 dead letters delivered, 100k dead letters below 950 events/s clean database 1000 0.95× ≥ 0.9× meets",
+		"7 startup start → first delivery, 1000000 records, median 40 ms budget 1000 0.04× ≤ 1× meets",
+		"7 startup start → first delivery, 1000000 records, median 40 ms 10,000 records 60 0.667× ≤ 1.2× meets",
+		"7 startup start → first delivery, 1000000 records, fastest 33 ms 10,000 records, fastest 30 1.1× ≤ 1.2× meets",
+		"8 scrub delivered, scrub at 4 pages/s (default) 2900 events/s no scrub 3000 0.967× ≥ 0.9× meets",
+		"9 backup commits during a backup 7000 commits/s no backup 10000 0.7× ≥ 0.8× MISSES",
 		// the interleaved commit benchmark is absent from the sample
 		"1 commit interleaved: commits, 64 clients n/a commits/s commits, 1 client n/a n/a ≥ 15× not measured",
 	} {
