@@ -17,6 +17,7 @@ import (
 	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/goexit"
 	"github.com/riffdb/riffdb/internal/ratelog"
+	"github.com/riffdb/riffdb/internal/walfill"
 )
 
 // engineState records why the storage engine became unusable. Pebble's
@@ -229,7 +230,11 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 		// work that grows with the archive and competes with the first
 		// deliveries (see checkpoint.go for what a start costs).
 		DisableTableStats: true,
-		Logger:            pebbleLogger{st: st},
+		// Obsolete WALs are deleted, not kept for reuse: Pebble recycles
+		// up to three at the size they reached, idle disk per archive that
+		// the zero-fill of internal/walfill makes unnecessary.
+		Cleaner: walfill.Cleaner{},
+		Logger:  pebbleLogger{st: st},
 		EventListener: &pebble.EventListener{
 			DataCorruption:  st.dataCorruption,
 			BackgroundError: st.backgroundError,
