@@ -487,7 +487,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 	}()
 	var samples []Sample
 	take := func(elapsed time.Duration) error {
-		s := Sample{Elapsed: elapsed, RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue,
+		s := Sample{Elapsed: elapsed, RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue, Tables: nanValue,
 			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
@@ -496,7 +496,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			return fmt.Errorf("soak: the server exited during the soak (%v); see its log", srv.waitErr)
 		}
 		s.RSSBytes, _ = rssBytes(srv.pid())
-		s.OpenFDs, s.Sockets, _ = openFDs(srv.pid())
+		s.OpenFDs, s.Sockets, s.Tables, _ = openFDs(srv.pid())
 		if ss, err := srv.scrape(ctx); err == nil {
 			if v, ok := sum(ss, "go_goroutines", nil); ok {
 				s.Goroutines = v

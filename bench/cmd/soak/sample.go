@@ -24,6 +24,10 @@ type Sample struct {
 	// OpenFDs is the number of entries of /proc/<pid>/fd, and Sockets how
 	// many of them are sockets (listeners and connections).
 	OpenFDs, Sockets float64
+	// Tables is how many of the descriptors are open table files (*.sst)
+	// of either store: Pebble's table cache keeps them open, up to the
+	// store's MaxOpenFiles, so they follow the number of tables.
+	Tables float64
 	// DebtPrimary and DebtArchive are riffdb_pebble_compaction_debt_bytes
 	// of the primary and the archive store.
 	DebtPrimary, DebtArchive float64
@@ -59,7 +63,7 @@ func (s Sample) LagP(q float64) float64 {
 }
 
 // fixedColumns are the CSV columns before the lag buckets.
-var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", "open_sockets",
+var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", "open_sockets", "open_tables",
 	"compaction_debt_primary_bytes", "compaction_debt_archive_bytes", "memtable_bytes", "heap_inuse_bytes", "block_cache_bytes", "pending", "requests",
 	"lag_count", "lag_p50_ms", "lag_p99_ms"}
 
@@ -113,7 +117,7 @@ func (c *csvWriter) Write(s Sample) error {
 		lagCount = s.Lag.count()
 	}
 	row := []string{strconv.FormatFloat(s.Elapsed.Seconds(), 'f', 3, 64), cell(s.RSSBytes), cell(s.Goroutines),
-		cell(s.OpenFDs), cell(s.Sockets), cell(s.DebtPrimary), cell(s.DebtArchive), cell(s.Memtables), cell(s.HeapInUse), cell(s.BlockCache), cell(s.Pending), cell(s.Requests),
+		cell(s.OpenFDs), cell(s.Sockets), cell(s.Tables), cell(s.DebtPrimary), cell(s.DebtArchive), cell(s.Memtables), cell(s.HeapInUse), cell(s.BlockCache), cell(s.Pending), cell(s.Requests),
 		cell(lagCount), cell(round3(s.LagP(0.5))), cell(round3(s.LagP(0.99)))}
 	for _, b := range c.bounds {
 		v := math.NaN()
@@ -170,7 +174,8 @@ func readCSV(r io.Reader) ([]Sample, error) {
 			}
 		}
 		s := Sample{Elapsed: time.Duration(math.Round(v[0] * float64(time.Second))), RSSBytes: v[1], Goroutines: v[2],
-			OpenFDs: v[3], Sockets: v[4], DebtPrimary: v[5], DebtArchive: v[6], Memtables: v[7], HeapInUse: v[8], BlockCache: v[9], Pending: v[10], Requests: v[11]}
+			OpenFDs: v[3], Sockets: v[4], Tables: v[5], DebtPrimary: v[6], DebtArchive: v[7], Memtables: v[8], HeapInUse: v[9], BlockCache: v[10],
+			Pending: v[11], Requests: v[12]}
 		for k, b := range bounds {
 			x := v[len(fixedColumns)+k]
 			if math.IsNaN(x) {

@@ -222,17 +222,22 @@ func parseVmRSS(status string) (float64, error) {
 }
 
 // openFDs counts the entries of /proc/<pid>/fd and, among them, the
-// sockets (a link "socket:[inode]").
-func openFDs(pid int) (fds, sockets float64, err error) {
+// sockets (a link "socket:[inode]") and the table files (*.sst).
+func openFDs(pid int) (fds, sockets, tables float64, err error) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	es, err := os.ReadDir(dir)
 	if err != nil {
-		return nanValue, nanValue, err
+		return nanValue, nanValue, nanValue, err
 	}
 	for _, e := range es {
-		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+		l, err := os.Readlink(filepath.Join(dir, e.Name()))
+		switch {
+		case err != nil:
+		case strings.HasPrefix(l, "socket:"):
 			sockets++
+		case strings.HasSuffix(l, ".sst"):
+			tables++
 		}
 	}
-	return float64(len(es)), sockets, nil
+	return float64(len(es)), sockets, tables, nil
 }

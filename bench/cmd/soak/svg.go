@@ -35,7 +35,8 @@ var panels = []panel{
 		{"minus sockets", "#98df8a", func(s Sample) float64 { return s.Goroutines - s.Sockets }}}},
 	{title: "open file descriptors", unit: "", lines: []line{
 		{"/proc/pid/fd", "#9467bd", func(s Sample) float64 { return s.OpenFDs }},
-		{"not sockets", "#c5b0d5", func(s Sample) float64 { return s.OpenFDs - s.Sockets }}}},
+		{"not sockets", "#c5b0d5", func(s Sample) float64 { return s.OpenFDs - s.Sockets }},
+		{"tables", "#8c564b", func(s Sample) float64 { return s.Tables }}}},
 	{title: "Pebble compaction debt", unit: "MiB", lines: []line{
 		{"primary", "#ff7f0e", func(s Sample) float64 { return s.DebtPrimary / (1 << 20) }},
 		{"archive", "#8c564b", func(s Sample) float64 { return s.DebtArchive / (1 << 20) }}}},

@@ -76,8 +76,8 @@ func evaluate(samples []Sample, total time.Duration) []Target {
 	return []Target{rssTarget(samples, w), outsideEnginesTarget(samples, w), p99Target(samples, w),
 		trendTarget("goroutines not serving a connection (no steady growth)", samples, w,
 			func(s Sample) float64 { return s.Goroutines - s.Sockets }, goroutineAbsTolerance),
-		trendTarget("descriptors other than sockets (no steady growth)", samples, w,
-			func(s Sample) float64 { return s.OpenFDs - s.Sockets }, descriptorAbsTolerance),
+		trendTarget("descriptors other than sockets and tables (no steady growth)", samples, w,
+			func(s Sample) float64 { return s.OpenFDs - s.Sockets - s.Tables }, descriptorAbsTolerance),
 		trendTarget("sockets (no steady growth; follows the load's concurrency)", samples, w,
 			func(s Sample) float64 { return s.Sockets }, socketAbsTolerance)}
 }
