@@ -273,6 +273,42 @@ func report(r results) []row {
 		infoRow("9 backup", "backup duration", "s", r.get(bk, "s/backup")),
 		infoRow("9 backup", "backup size", "MiB", r.get(bk, "MiB/backup")),
 	)
+	// 10. Many databases in one process, disk and memory.
+	for _, n := range []string{"1", "4", "16", "32"} {
+		m := "bench.MultiDB/n=" + n
+		rows = append(rows,
+			pairedRow("10 databases", n+" databases: delivered", "events/s", r.get(m, "delivered_events/s"),
+				n+" raw writers", r.get(m, "raw_events/s"), r.get(m, "delivered_vs_raw"), 0.8, true),
+			infoRow("10 databases", n+" databases: machine CPU busy (drain)", "fraction", r.get(m, "delivery_machine_cpu_util")),
+			infoRow("10 databases", n+" databases: CPU per delivered event", "µs", r.get(m, "cpu_us/event")),
+			infoRow("10 databases", n+" databases: commits summed", "commits/s", r.get(m, "commits/s")),
+			infoRow("10 databases", n+" databases: machine CPU busy (commits)", "fraction", r.get(m, "commit_machine_cpu_util")),
+			ratioRow("10 databases", n+" databases: disk allocated per database", "MiB", r.get(m, "allocated_MiB/db"),
+				"2 × data per database", 2*r.get(m, "data_MiB/db"), math.NaN(), false),
+			ruledValue("10 databases", n+" databases: allocated − 2 × data per database", "MiB", r.get(m, "over_2x_data_MiB/db"), 3),
+		)
+	}
+	const mm = "bench.MultiDBMemory"
+	rows = append(rows,
+		ruledValue("10 databases", "32 busy databases: peak RSS", "MiB", r.get(mm, "peak_rss_MiB"), 1024),
+		infoRow("10 databases", "32 busy databases: memtable flushes per store", "flushes", r.get(mm, "flushes/store")),
+	)
+	for _, n := range []string{"1", "4", "16", "32"} {
+		ps := "bench.ParallelSync/n=" + n
+		rows = append(rows,
+			pairedRow("10 databases", n+" streams: one synced Pebble commit per store", "ops/s", r.get(ps, "pebble_ops/s"),
+				"append", r.get(ps, "append_ops/s"), r.get(ps, "pebble_vs_append"), math.NaN(), true),
+		)
+	}
+	for _, mt := range []string{"32.0MiB", "4.5MiB"} {
+		ws := "primary.WALSpace/memtable=" + mt
+		rows = append(rows,
+			ratioRow("10 databases", "WAL fix, "+mt+" memtables: allocated", "MiB", r.get(ws, "filled_allocated_MiB"),
+				"before the fix", r.get(ws, "reserved_allocated_MiB"), math.NaN(), false),
+			pairedRow("10 databases", "WAL fix, "+mt+" memtables: commits, 64 clients", "commits/s", r.get(ws, "filled_c64_commits/s"),
+				"before the fix", r.get(ws, "reserved_c64_commits/s"), r.get(ws, "filled_vs_reserved_c64"), math.NaN(), true),
+		)
+	}
 	return rows
 }
 
