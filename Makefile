@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help run test deps lint unit race bench inspect-steps dashboards loadtest reliability e2e-tracing clean
+.PHONY: help run test deps lint unit race bench bench-startup-10m soak inspect-steps dashboards loadtest reliability e2e-tracing clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,8 +27,14 @@ unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); 
 race: ## go test -race ./... (the end-to-end tests drive a binary built without -race)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble)
+bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble, N raw writers), then the soak's 5-minute form (SOAK=0 skips it)
 	./scripts/bench.sh
+
+bench-startup-10m: ## process start to first delivery with a 10,000,000-record archive against a 10,000-record one (about 5 min, 11 GB of disk)
+	RIFFDB_STARTUP_RECORDS=10000000 $(GO) test -run '^$$' -bench '^BenchmarkStartup$$' -benchtime 15x -timeout 0 ./bench/
+
+soak: ## the soak: the real binary at half its drain rate for 60 minutes (SOAK=5m for the short form); CSV and SVG in bench/results/
+	./scripts/soak.sh
 
 dashboards: ## regenerate the Grafana dashboards (dashboards/*.json) from dashboards/gen
 	$(GO) run ./dashboards/cmd/gendashboards

@@ -5,8 +5,8 @@
 # same disk (raw fdatasync loops, bare Pebble), because these machines are
 # noisy; the report prints values, ratios and the targets they are held
 # against, and never fails on a missed target. Benchmarks that ran several
-# times (-count) are reported by their median. Bounded: about 3 to 5
-# minutes on 2 cores.
+# times (-count) are reported by their median. Bounded: about 15 minutes on
+# 2 cores, the soak's short form included (SOAK=0 skips it).
 #
 #   scripts/bench.sh            run everything, print raw output and the table
 #   BENCH_OUT=file scripts/bench.sh   also keep the raw `go test` output in file
@@ -44,6 +44,29 @@ run -bench '^BenchmarkDelivery$' -benchtime 5x ./bench/
 run -bench '^BenchmarkDeliveryLatency$' -benchtime 1x -count 3 ./bench/
 # 4. GET /v1/stats at 100 and 1,000,000 pending intents.
 run -bench '^BenchmarkStats$' -benchtime 3000x ./bench/
+# 6. Dead letters at scale: 100,000 dead letters at the bottom of the
+#    undelivered index against a clean database, interleaved in rounds:
+#    burst delivery, trickle commit→archived lag, GET /v1/stats latency.
+run -bench '^BenchmarkDeadLetters$' -benchtime 3x ./bench/
+# 7. Startup: process start → first delivery after a clean shutdown (real
+#    binary), a 1,000,000-record archive against a 10,000-record one,
+#    interleaved (`make bench-startup-10m` for 10,000,000); archive.Open.
+run -bench '^BenchmarkStartup$' -benchtime 15x ./bench/
+run -bench '^BenchmarkOpen$' -benchtime 5x ./archive/
+# 8. The background scrub: delivery with the scrub off, at the default and
+#    at the maximum rate, interleaved.
+run -bench '^BenchmarkDeliveryWithScrub$' -benchtime 5x ./server/
+# 9. Online backup: commits while a backup of an 80 MiB store runs against
+#    commits alone, interleaved.
+run -bench '^BenchmarkCommitDuringBackup$' -benchtime 4x ./backup/
+# 10. Many databases in one process: N = 1, 4, 16, 32 delivering next to N
+#    raw writers (paired), commits/s and CPU, disk per database against its
+#    data; peak RSS with 32 busy databases; N parallel sync streams; the
+#    primary's WAL handling before and after the disk fix (interleaved).
+run -bench '^BenchmarkParallelSync$' -benchtime 1x ./bench/
+run -bench '^BenchmarkMultiDB$' -benchtime 1x ./bench/
+run -bench '^BenchmarkMultiDBMemory$' -benchtime 1x ./bench/
+run -bench '^BenchmarkWALSpace$' -benchtime 1x ./primary/
 end=$(date +%s)
 
 if [ -n "${BENCH_OUT:-}" ]; then
@@ -52,3 +75,11 @@ fi
 echo
 echo "riffdb benchmark report ($(nproc) cores, $((end - start)) s; medians of the runs above)"
 "$GO" run ./bench/cmd/benchreport "$raw"
+
+# 11. The soak's short form (SOAK=5m; SOAK=0 skips it; `make soak` runs the
+#     60-minute form): about 7 minutes (calibration, 5 minutes of load at
+#     half the drain rate, the drain), targets printed with their baselines.
+if [ "${SOAK:-5m}" != "0" ]; then
+  echo
+  SOAK=${SOAK:-5m} ./scripts/soak.sh
+fi
