@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,8 +10,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/riffdb/riffdb/internal/promtext"
 )
 
 // LagMetric is the server's histogram of the time from an event's commit to
@@ -122,75 +122,26 @@ func (c *statsClient) lagBuckets(ctx context.Context) (map[float64]float64, erro
 	return parseLagBuckets(io.LimitReader(resp.Body, 64<<20), c.s.Database)
 }
 
-// parseLagBuckets reads Prometheus text exposition and sums the
-// LagMetric_bucket samples whose riffdb_database label is database.
+// parseLagBuckets reads Prometheus text exposition (with Prometheus's own
+// parser, internal/promtext) and sums the LagMetric_bucket samples whose
+// riffdb_database label is database.
 func parseLagBuckets(r io.Reader, database string) (map[float64]float64, error) {
-	out := map[float64]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	prefix := LagMetric + "_bucket{"
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		labels, rest, ok := parseLabels(line[len(prefix):])
-		if !ok || labels["riffdb_database"] != database {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		le, err1 := strconv.ParseFloat(labels["le"], 64)
-		v, err2 := strconv.ParseFloat(fields[0], 64)
-		if err1 != nil || err2 != nil {
-			return nil, errors.New("loadtest: metrics: a malformed " + LagMetric + " bucket")
-		}
-		out[le] += v
-	}
-	if err := sc.Err(); err != nil {
+	samples, err := promtext.Parse(r)
+	if err != nil {
 		return nil, fmt.Errorf("loadtest: metrics: %w", err)
 	}
-	return out, nil
-}
-
-// parseLabels parses `name="value",...}` and returns the labels and what
-// follows the closing brace.
-func parseLabels(s string) (map[string]string, string, bool) {
-	labels := map[string]string{}
-	for {
-		s = strings.TrimLeft(s, ", ")
-		if strings.HasPrefix(s, "}") {
-			return labels, s[1:], true
+	out := map[float64]float64{}
+	for _, x := range samples {
+		if x.Name != LagMetric+"_bucket" || x.Labels["riffdb_database"] != database {
+			continue
 		}
-		eq := strings.IndexByte(s, '=')
-		if eq <= 0 || len(s) < eq+2 || s[eq+1] != '"' {
-			return nil, "", false
+		le, err := strconv.ParseFloat(x.Labels["le"], 64)
+		if err != nil {
+			return nil, errors.New("loadtest: metrics: a malformed " + LagMetric + " bucket")
 		}
-		name := strings.TrimSpace(s[:eq])
-		s = s[eq+2:]
-		var v strings.Builder
-		i := 0
-		for ; i < len(s) && s[i] != '"'; i++ {
-			if s[i] == '\\' && i+1 < len(s) {
-				i++
-				switch s[i] {
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					v.WriteByte(s[i])
-				}
-				continue
-			}
-			v.WriteByte(s[i])
-		}
-		if i == len(s) {
-			return nil, "", false
-		}
-		labels[name] = v.String()
-		s = s[i+1:]
+		out[le] += x.Value
 	}
+	return out, nil
 }
 
 // lagPercentiles returns the p50 and p99 of the deliveries counted between

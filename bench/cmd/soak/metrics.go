@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/riffdb/riffdb/internal/promtext"
 )
 
 // series is one sample of Prometheus text exposition.
@@ -18,100 +17,23 @@ type series struct {
 	value  float64
 }
 
-// errExposition is returned, wrapped with the line number, for a line of
-// text exposition that cannot be parsed.
-var errExposition = errors.New("soak: malformed metrics exposition")
+// errExposition is returned, wrapping promtext.ErrMalformed, for text
+// exposition that cannot be parsed.
+var errExposition = promtext.ErrMalformed
 
-// parseExposition reads Prometheus text exposition (format 0.0.4): every
-// sample line `name{label="value",…} value [timestamp]`, comments and blank
-// lines skipped.
+// parseExposition reads Prometheus text exposition (format 0.0.4) with
+// Prometheus's own parser (internal/promtext): every sample, a histogram's
+// as its _bucket, _sum and _count samples.
 func parseExposition(r io.Reader) ([]series, error) {
-	var out []series
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s, err := parseLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", errExposition, n, err)
-		}
-		out = append(out, s)
+	samples, err := promtext.Parse(r)
+	if err != nil {
+		return nil, err
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("soak: reading metrics: %w", err)
+	out := make([]series, len(samples))
+	for i, x := range samples {
+		out[i] = series{name: x.Name, labels: x.Labels, value: x.Value}
 	}
 	return out, nil
-}
-
-func parseLine(line string) (series, error) {
-	s := series{labels: map[string]string{}}
-	i := strings.IndexAny(line, "{ \t")
-	if i <= 0 {
-		return s, errors.New("no value")
-	}
-	s.name, line = line[:i], line[i:]
-	if line[0] == '{' {
-		rest, err := parseLabelSet(line[1:], s.labels)
-		if err != nil {
-			return s, err
-		}
-		line = rest
-	}
-	fields := strings.Fields(line)
-	if len(fields) == 0 || len(fields) > 2 {
-		return s, errors.New("want a value and an optional timestamp")
-	}
-	v, err := strconv.ParseFloat(fields[0], 64) // accepts +Inf, -Inf and NaN
-	if err != nil {
-		return s, fmt.Errorf("value %q", fields[0])
-	}
-	s.value = v
-	return s, nil
-}
-
-// parseLabelSet parses `name="value",…}` into labels and returns what
-// follows the closing brace. Values may hold \\, \" and \n escapes.
-func parseLabelSet(s string, labels map[string]string) (string, error) {
-	for {
-		s = strings.TrimLeft(s, " \t")
-		if strings.HasPrefix(s, "}") {
-			return s[1:], nil
-		}
-		eq := strings.IndexByte(s, '=')
-		if eq <= 0 || eq+1 >= len(s) || s[eq+1] != '"' {
-			return "", errors.New("label without a quoted value")
-		}
-		name := strings.TrimSpace(s[:eq])
-		s = s[eq+2:]
-		var v strings.Builder
-		i := 0
-		for ; i < len(s) && s[i] != '"'; i++ {
-			if s[i] == '\\' && i+1 < len(s) {
-				i++
-				switch s[i] {
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					v.WriteByte(s[i])
-				}
-				continue
-			}
-			v.WriteByte(s[i])
-		}
-		if i == len(s) {
-			return "", errors.New("unterminated label value")
-		}
-		labels[name] = v.String()
-		s = strings.TrimLeft(s[i+1:], " \t")
-		if strings.HasPrefix(s, ",") {
-			s = s[1:]
-		} else if !strings.HasPrefix(s, "}") {
-			return "", errors.New("labels not separated by commas")
-		}
-	}
 }
 
 // sum returns the sum of the samples of metric name whose labels include

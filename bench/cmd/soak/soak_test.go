@@ -93,7 +93,7 @@ func TestParseExpositionRejectsMalformedLines(t *testing.T) {
 			t.Errorf("%q: err %v, want errExposition", in, err)
 		}
 	}
-	ss, err := parseExposition(strings.NewReader(`m_bucket{x="1"} 3`))
+	ss, err := parseExposition(strings.NewReader("m_bucket{x=\"1\"} 3\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
