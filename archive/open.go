@@ -23,8 +23,14 @@ import (
 
 // Defaults applied to zero Options fields.
 const (
-	DefaultTxnTimeout   = 5 * time.Second
-	DefaultMinFreeBytes = 64 << 20
+	DefaultTxnTimeout = 5 * time.Second
+	// DefaultScrubReadTimeout bounds one page read of the background
+	// scrub. It is longer than DefaultTxnTimeout: a page read of the
+	// scrub (up to 4 MiB of cold blocks, off the delivery path) that is
+	// slow on a busy disk is no sign of a stuck engine, and timing out
+	// fences the whole archive and halts delivery.
+	DefaultScrubReadTimeout = time.Minute
+	DefaultMinFreeBytes     = 64 << 20
 	// DefaultMemTableSize is the memtable size of an archive whose
 	// Options.MemTableSize is 0.
 	DefaultMemTableSize = 2 << 20
@@ -44,6 +50,9 @@ type Options struct {
 	// TxnTimeout bounds every archive transaction and every storage-engine
 	// call; 0 means DefaultTxnTimeout.
 	TxnTimeout time.Duration
+	// ScrubReadTimeout bounds one page read of the background scrub
+	// (Store.NewScrub); 0 means DefaultScrubReadTimeout.
+	ScrubReadTimeout time.Duration
 	// MinFreeBytes is the free-space guard: a write is refused with
 	// ErrCapacity when the filesystem would keep less free space than this.
 	// 0 means DefaultMinFreeBytes; a negative value disables the guard.
@@ -123,6 +132,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		s.mon = new(Monitor)
 	}
 	s.timeout = cmp.Or(opts.TxnTimeout, DefaultTxnTimeout)
+	s.scrubTimeout = cmp.Or(opts.ScrubReadTimeout, DefaultScrubReadTimeout)
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}

@@ -1,10 +1,12 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -58,6 +60,9 @@ type Reader struct {
 	// onFetch, when set (tests), is called with the length of every value
 	// fill fetches.
 	onFetch func(n int)
+	// timeout, when set, bounds a page read instead of the store's
+	// transaction timeout (the background scrub's longer one).
+	timeout time.Duration
 
 	mu   sync.Mutex
 	snap *pebble.Snapshot
@@ -139,7 +144,7 @@ func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
 	}
 	var page Page
 	var pageErr error
-	err = guarded(ctx, r.c.st, r.c.timeout, "reading a page", false, func() error {
+	err = guarded(ctx, r.c.st, cmp.Or(r.timeout, r.c.timeout), "reading a page", false, func() error {
 		it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: recordUpper})
 		if err != nil {
 			return err

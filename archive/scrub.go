@@ -49,6 +49,9 @@ type ScrubProgress struct {
 }
 
 // NewScrub starts a scrub pass over a snapshot of the archive taken now.
+// Its page reads are bounded by Options.ScrubReadTimeout, not by the
+// transaction timeout: a slow read of cold blocks on a busy disk is no sign
+// of a stuck engine, and a timeout fences the archive and halts delivery.
 func (s *Store) NewScrub() (*Scrub, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -56,6 +59,7 @@ func (s *Store) NewScrub() (*Scrub, error) {
 		return nil, err
 	}
 	sc := &Scrub{s: s, r: s.NewReader(), acct: s.acct, ck: s.ckpt, ckKey: s.ckptKey}
+	sc.r.timeout = s.scrubTimeout
 	sc.crossed = sc.ckKey == nil
 	// The counters' series exist from the first pass on, so that
 	// increase() sees its first records.

@@ -36,6 +36,9 @@ type core struct {
 type Store struct {
 	core
 	dir, storeDir string
+	// scrubTimeout bounds one page read of the background scrub
+	// (Options.ScrubReadTimeout).
+	scrubTimeout time.Duration
 	dbAttr        attribute.KeyValue // riffdb.database=<alias> on every metric and span
 	// dbSet and resultSets are the metric attribute sets, built once
 	// (building a set sorts and hashes it on every call otherwise).
