@@ -39,7 +39,7 @@ type Store struct {
 	// scrubTimeout bounds one page read of the background scrub
 	// (Options.ScrubReadTimeout).
 	scrubTimeout time.Duration
-	dbAttr        attribute.KeyValue // riffdb.database=<alias> on every metric and span
+	dbAttr       attribute.KeyValue // riffdb.database=<alias> on every metric and span
 	// dbSet and resultSets are the metric attribute sets, built once
 	// (building a set sorts and hashes it on every call otherwise).
 	dbSet      metric.MeasurementOption
