@@ -74,7 +74,10 @@ func appendMetric(out []Sample, name string, m *dto.Metric) []Sample {
 			inf = inf || math.IsInf(b.GetUpperBound(), 1)
 			out = append(out, Sample{name + "_bucket", labels("le", formatBound(b.GetUpperBound())), float64(b.GetCumulativeCount())})
 		}
-		if !inf { // the parser keeps +Inf as the sample count
+		if !inf && len(h.GetBucket()) > 0 {
+			// Buckets without their +Inf one: its count is the sample
+			// count. A family's _sum or _count line whose labels match no
+			// bucket line forms a histogram without buckets: it gets none.
 			out = append(out, Sample{name + "_bucket", labels("le", "+Inf"), float64(h.GetSampleCount())})
 		}
 		return append(out, Sample{name + "_sum", labels(), h.GetSampleSum()},

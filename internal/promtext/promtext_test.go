@@ -53,6 +53,30 @@ func TestParseFlattensEveryFamily(t *testing.T) {
 	}
 }
 
+// TestParseAddsNoBucketToACountAlone: a _count line whose labels match no
+// bucket line yields no bucket (the load generator sums buckets by label).
+func TestParseAddsNoBucketToACountAlone(t *testing.T) {
+	in := "# TYPE h histogram\n" +
+		"h_bucket{a=\"x\",le=\"0.1\"} 5\nh_bucket{a=\"x\",le=\"+Inf\"} 9\nh_count{a=\"x\"} 9\n" +
+		"h_count{b=\"y\"} 4\n"
+	ss, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckets := 0
+	for _, s := range ss {
+		if s.Name == "h_bucket" {
+			buckets++
+			if s.Labels["a"] != "x" {
+				t.Errorf("a bucket for the lone count: %+v", s)
+			}
+		}
+	}
+	if buckets != 2 {
+		t.Fatalf("%d buckets, want 2: %+v", buckets, ss)
+	}
+}
+
 func TestParseRejectsMalformedExposition(t *testing.T) {
 	for _, in := range []string{
 		`m{le="0.1"`,
