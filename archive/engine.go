@@ -208,11 +208,13 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 	}
 }
 
-// engineTuning is the memory an archive's Pebble uses: a shared block
-// cache (nil: Pebble's default cache of its own) and the memtable size (0:
-// DefaultMemTableSize).
+// engineTuning is the memory and table files an archive's Pebble uses: a
+// shared block cache (nil: Pebble's default cache of its own), a shared
+// table cache (nil: one of its own of MaxOpenFiles) and the memtable size
+// (0: DefaultMemTableSize).
 type engineTuning struct {
 	cache        *pebble.Cache
+	fileCache    *pebble.FileCache
 	memTableSize uint64
 }
 
@@ -222,6 +224,7 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 		FS:                 fs,
 		FormatMajorVersion: FormatMajorVersion,
 		Cache:              tune.cache,
+		FileCache:          tune.fileCache,
 		MemTableSize:       cmp.Or(tune.memTableSize, DefaultMemTableSize), // each WAL file is preallocated to ~1.1x this
 		MaxOpenFiles:       256,
 		// Table statistics only guide the compaction of deletion

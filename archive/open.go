@@ -94,6 +94,11 @@ type Options struct {
 	// using it is closed). nil: the store has Pebble's default cache of
 	// its own.
 	Cache *pebble.Cache
+	// FileCache is a table cache shared with other stores of the process,
+	// which bounds the table files they keep open together (the caller
+	// keeps its own reference, as with Cache). nil: the store has a table
+	// cache of its own of MaxOpenFiles.
+	FileCache *pebble.FileCache
 	// MemTableSize is the size of each memtable; 0 means
 	// DefaultMemTableSize. Each WAL file is preallocated to about 1.1× it.
 	MemTableSize uint64
@@ -248,7 +253,7 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 		}
 	}
 	s.inst = newInstanceFS(s.fs)
-	o := pebbleOptions(s.st, s.inst, s.realFS, engineTuning{cache: opts.Cache, memTableSize: opts.MemTableSize})
+	o := pebbleOptions(s.st, s.inst, s.realFS, engineTuning{cache: opts.Cache, fileCache: opts.FileCache, memTableSize: opts.MemTableSize})
 	o.ErrorIfNotExists = !create
 	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
 		db, err := pebble.Open(s.storeDir, o)

@@ -52,6 +52,11 @@ type Options struct {
 	// reference, so the caller may Unref its reference once every store
 	// sharing the cache is open.
 	Cache *pebble.Cache
+	// FileCache is a Pebble table cache shared with the process's other
+	// stores, which bounds the table files they keep open together; nil
+	// gives the store one of its own of Pebble's default MaxOpenFiles
+	// (1,000). Open takes its own reference, as with Cache.
+	FileCache *pebble.FileCache
 	// MemTableSize is the size of each of the store's memtables; 0 means
 	// DefaultMemTableSize. The store holds up to two, and each WAL file
 	// holds about one memtable of log (see internal/walfill).
@@ -198,6 +203,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		FormatMajorVersion: FormatMajorVersion,
 		MemTableSize:       cmp.Or(opts.MemTableSize, DefaultMemTableSize),
 		Cache:              opts.Cache,
+		FileCache:          opts.FileCache,
 		// Obsolete WALs are deleted rather than kept for reuse: walfill
 		// gives a new WAL the written space a recycled one would have,
 		// without up to three idle memtable-sized files per store.
