@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -15,21 +16,43 @@ import (
 )
 
 // checkFreeSpace is the free-space guard: Pebble blocks forever on a full
-// disk, so a write is refused while it would leave less than MinFreeBytes.
+// disk, so a write of charge bytes is refused while it would leave less than
+// MinFreeBytes available.
+//
+// A statfs per archive transaction is a measurable part of its CPU, so the
+// guard measures once per freeSpaceMaxAge (100 ms) while space is plentiful. A
+// write is admitted without measuring only when the last measurement is
+// younger than freeSpaceMaxAge and that measurement, less every charge the
+// guard admitted since (Fit's included, so the estimate errs low), still
+// holds at least 2 × (MinFreeBytes + charge). Otherwise the guard measures
+// again and decides on that fresh value alone, exactly as one statfs per
+// call would: a refusal always rests on a fresh measurement, and near the
+// guard every write is checked against one. Space taken by anything else
+// (other stores, Pebble's flushes and compactions, other processes) is
+// therefore seen within freeSpaceMaxAge, and is missed in that window only
+// if it exceeds the MinFreeBytes + charge of headroom the doubling leaves.
+// Callers hold s.mu (or are Open).
 func (s *Store) checkFreeSpace(charge int64) error {
 	if s.minFree < 0 {
 		return nil
 	}
-	du, err := s.fs.GetDiskUsage(s.storeDir)
-	if errors.Is(err, vfs.ErrUnsupported) {
-		return nil
+	g := s.freeSpace()
+	need := s.minFree + charge
+	if now := s.clock(); g.stale(now, need) {
+		du, err := s.fs.GetDiskUsage(s.storeDir)
+		if errors.Is(err, vfs.ErrUnsupported) {
+			return nil
+		}
+		if err != nil {
+			*g = freeSpace{}
+			return mapError("measuring free disk space", err)
+		}
+		*g = freeSpace{at: now, avail: int64(min(du.AvailBytes, math.MaxInt64))}
 	}
-	if err != nil {
-		return mapError("measuring free disk space", err)
-	}
-	if int64(du.AvailBytes) < s.minFree+charge {
+	if g.avail-g.charged < need {
 		return fmt.Errorf("%w: free disk space below the %d-byte guard", ErrCapacity, s.minFree)
 	}
+	g.charged += charge
 	return nil
 }
 

@@ -1,0 +1,52 @@
+package archive
+
+import (
+	"runtime"
+	"sync"
+	"time"
+	"weak"
+)
+
+// freeSpaceMaxAge bounds how old the free-space measurement may be that the
+// free-space guard admits a write against (see checkFreeSpace).
+const freeSpaceMaxAge = 100 * time.Millisecond
+
+// freeSpace is the free-space guard's last measurement of the store's
+// filesystem: avail bytes were available at time at, and the guard has
+// admitted charged bytes since. The zero value holds no measurement.
+// Callers hold the store's s.mu (or are Open), as every caller of
+// checkFreeSpace does.
+type freeSpace struct {
+	at      time.Time
+	avail   int64
+	charged int64
+}
+
+// freeSpaces holds each open Store's measurement. It is keyed by a weak
+// pointer so that it keeps no Store alive: a Store's entry is removed once
+// the Store is garbage.
+var freeSpaces sync.Map // weak.Pointer[Store] → *freeSpace
+
+// freeSpace returns the store's measurement, creating an empty one on first
+// use. Callers hold s.mu (or are Open).
+func (s *Store) freeSpace() *freeSpace {
+	k := weak.Make(s)
+	if v, ok := freeSpaces.Load(k); ok {
+		return v.(*freeSpace)
+	}
+	g := new(freeSpace)
+	freeSpaces.Store(k, g)
+	runtime.AddCleanup(s, func(k weak.Pointer[Store]) { freeSpaces.Delete(k) }, k)
+	return g
+}
+
+// stale reports whether a write of need bytes beyond what must stay free
+// (MinFreeBytes + charge) has to be checked against a new measurement: there
+// is none, it is freeSpaceMaxAge old (or from the future of a clock that
+// went back), or the estimate avail − charged is below 2 × need.
+func (g *freeSpace) stale(now time.Time, need int64) bool {
+	if g.at.IsZero() || now.Before(g.at) || now.Sub(g.at) >= freeSpaceMaxAge {
+		return true
+	}
+	return g.avail-g.charged-need < need
+}
