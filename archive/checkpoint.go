@@ -51,8 +51,10 @@ import (
 // consistency check stats every table; table statistics, which would open
 // every table, are off), the metadata keys, one record read for K, the
 // records after K, and the history anchor's one reverse seek. Only the
-// audit, the consistency check and the allocated-bytes measure (one stat
-// per file each) grow with the archive: with its files, not its records.
+// audit (one lstat per file, which also measures the allocated bytes the
+// Monitor serves first) and Pebble's open (the consistency check's stat
+// of every table, and reading and rewriting the MANIFEST, which lists
+// every table) grow with the archive: with its files, not its records.
 
 // CheckpointRecords and CheckpointBytes bound what a store accepts beyond its
 // checkpoint before CheckpointDue reports that a Checkpoint is due: the

@@ -25,6 +25,17 @@ func Audit(dir string) (storeExists bool, err error) {
 	return false, ErrUnsupportedPlatform
 }
 
+// auditResult is what a passing audit saw (see the Linux implementation).
+type auditResult struct {
+	exists    bool
+	allocated int64
+}
+
+// audit always fails with ErrUnsupportedPlatform.
+func audit(dir string) (auditResult, error) {
+	return auditResult{}, ErrUnsupportedPlatform
+}
+
 // newCustodyFS returns fs unchanged: the archive refuses non-Linux platforms
 // before it opens a store.
 func newCustodyFS(fs vfs.FS) vfs.FS { return fs }

@@ -147,10 +147,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	}
 
 	var exists bool
+	var seed *allocSeed
 	if opts.FS == nil {
-		var err error
-		if exists, err = Audit(dir); err != nil {
+		a, err := audit(dir)
+		if err != nil {
 			return nil, mapError("custody audit", err)
+		}
+		if exists = a.exists; exists {
+			seed = &allocSeed{bytes: a.allocated, at: s.clock()}
 		}
 		// dirlock: LOCK is never truncated, and the lock table is the one
 		// read-only opens (OpenReader, Inspect) consult in this process.
@@ -178,7 +182,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.mon.attach(ctx, s)
+	s.mon.attach(ctx, s, seed)
 	return s, nil
 }
 

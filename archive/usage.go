@@ -151,15 +151,32 @@ func (m *Monitor) now() time.Time {
 	return time.Now()
 }
 
+// allocSeed is an allocated-bytes measure that Open already has: the sum
+// its custody audit took from the lstat of every store file, and when.
+type allocSeed struct {
+	bytes int64
+	at    time.Time
+}
+
 // attach publishes a store that Open just opened and validated: its
-// accounting, its engine metrics and its allocated bytes (measured here,
-// once, on the opening goroutine).
-func (m *Monitor) attach(ctx context.Context, s *Store) {
+// accounting, its engine metrics and its allocated bytes. With a seed (the
+// custody audit's measure of an existing store), the allocated bytes are
+// the seed's, as old as the audit: the first read after AllocatedRefresh
+// measures them again in the background, as for any other measure. Without
+// one (a new store, or a test filesystem) they are measured here, once, on
+// the opening goroutine. The seed saves a second stat of every store file
+// on the start's critical path.
+func (m *Monitor) attach(ctx context.Context, s *Store, seed *allocSeed) {
 	m.clock.Store(&s.clock)
 	m.where.Store(&usedAt{fs: s.fs, real: s.realFS, dir: s.storeDir, log: s.log})
 	m.committed(s, s.acct)
 	m.readMetrics(ctx, s)
-	m.measure()
+	if seed != nil {
+		m.alloc.Store(seed.bytes)
+		m.allocAt.Store(seed.at.UnixNano())
+	} else {
+		m.measure()
+	}
 	m.store.Store(s)
 	m.opened.Store(true)
 }
