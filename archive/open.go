@@ -171,8 +171,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if !exists && opts.Floor > 0 {
 		return nil, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
 	}
-	if err := s.open(ctx, exists, opts); err != nil {
+	created, err := s.open(ctx, exists, opts)
+	if err != nil {
 		return nil, err
+	}
+	if created {
+		// The audit measured the files of an interrupted creation, which
+		// the open removed.
+		seed = nil
 	}
 	// With a caller's Monitor, the quota gauges are the Monitor's
 	// (ObserveQuota), which outlive this store; otherwise the store's own.
@@ -202,7 +208,9 @@ func dirHoldsStore(fs vfs.FS, dir string) (bool, error) {
 	return false, newError(ErrRefused, "archive directory holds entries other than the store", nil)
 }
 
-func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
+// open opens the store, creating it (again) when it is new, and reports
+// whether it created it.
+func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, error) {
 	// Existence is riffdb's decision (internal/existence): a store directory
 	// without the floor file that riffdb writes at creation is created
 	// (again) only if it provably never held a committed write; any other
@@ -213,47 +221,47 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 	if exists {
 		_, _, marked, err := readFloor(s.fs, s.storeDir)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
-			return err
+			return false, err
 		}
 		marked = marked || err != nil // a damaged floor file still marks a created store
 		if !marked {
 			if create, err = existence.NeverCommitted(s.fs, s.storeDir); err != nil {
-				return mapError("reading the store directory", err)
+				return false, mapError("reading the store directory", err)
 			}
 		}
 		if create {
 			names, err := s.fs.List(s.storeDir)
 			if err != nil {
-				return mapError("reading the store directory", err)
+				return false, mapError("reading the store directory", err)
 			}
 			if len(names) > 0 {
 				s.log.Warn("archive store creation was interrupted; creating it again")
 				if err := existence.Reset(s.fs, s.storeDir); err != nil {
-					return mapError("restarting the interrupted creation", err)
+					return false, mapError("restarting the interrupted creation", err)
 				}
 			}
 		} else {
 			desc, err := pebble.Peek(s.storeDir, s.fs)
 			if err != nil {
-				return mapError("reading the storage engine format", err)
+				return false, mapError("reading the storage engine format", err)
 			}
 			if !desc.Exists || desc.FormatMajorVersion == pebble.FormatDefault {
-				return newError(ErrCorrupt, "the storage engine's markers are missing from an archive that was created before; "+
+				return false, newError(ErrCorrupt, "the storage engine's markers are missing from an archive that was created before; "+
 					"it is refused rather than created again (restore the missing file or the archive from a backup)", nil)
 			}
 			if err := checkEngineFormat(desc.FormatMajorVersion); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
 	if create && opts.Floor > 0 {
 		// Completed deliveries went into an archive that is gone: never
 		// create a new one in its place.
-		return &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
+		return false, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
 	}
 	if create {
 		if err := s.fs.MkdirAll(s.storeDir, 0o700); err != nil {
-			return mapError("creating the store", err)
+			return false, mapError("creating the store", err)
 		}
 	}
 	s.inst = newInstanceFS(s.fs)
@@ -269,22 +277,22 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) error {
 		// midway (a write of its flush or manifest failed): then the lock
 		// would stay held until the process exits. Fence and release.
 		s.inst.abandon()
-		return err
+		return false, err
 	}
 	m, err := s.initMeta(ctx, opts.Database, create)
 	if err != nil {
 		_ = s.closeDB()
-		return err
+		return false, err
 	}
 	if err := s.validate(ctx, m); err != nil {
 		_ = s.closeDB()
-		return err
+		return false, err
 	}
 	if err := s.checkAnchors(ctx, opts); err != nil {
 		_ = s.closeDB()
-		return err
+		return false, err
 	}
-	return nil
+	return create, nil
 }
 
 // checkAnchors compares the validated accounting with the lower bounds kept

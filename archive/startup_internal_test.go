@@ -86,3 +86,31 @@ func TestOpenTakesAllocatedFromAudit(t *testing.T) {
 		return u.AllocatedBytes != before
 	})
 }
+
+// TestOpenMeasuresAllocatedOfRecreatedStore: when Open creates the store
+// again (an interrupted creation left the store directory behind), the
+// audit measured files that the open replaced, so the allocated bytes are
+// measured after the open instead.
+func TestOpenMeasuresAllocatedOfRecreatedStore(t *testing.T) {
+	t.Parallel()
+	dir := bulkDir(t)
+	if err := os.Mkdir(filepath.Join(dir, StoreDirName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := audit(dir); err != nil || !a.exists || a.allocated != 0 {
+		t.Fatalf("audit(empty store directory) = %+v, %v; want the store, 0 bytes", a, err)
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	m := new(Monitor)
+	s, err := Open(context.Background(), dir, Options{
+		Database: testDatabase, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1, Monitor: m,
+		Clock: clock.Func(func() time.Time { return now }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if u, ok := m.Usage(); !ok || u.AllocatedBytes <= 0 {
+		t.Fatalf("allocated bytes of the created store = %d, %v; want its files measured after the open", u.AllocatedBytes, ok)
+	}
+}
