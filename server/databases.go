@@ -49,7 +49,7 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 	db, err := primary.Open(ctx, primary.Options{
 		Alias: dc.Alias, Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
-		Cache: s.cache, MemTableSize: s.memory.PrimaryMemTable,
+		Cache: s.cache, FileCache: s.fileCache, MemTableSize: s.memory.PrimaryMemTable,
 	})
 	if err != nil {
 		return nil, s.primaryError(dc.Alias, err)
@@ -83,7 +83,7 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
-		Cache: s.cache, MemTableSize: s.memory.ArchiveMemTable,
+		Cache: s.cache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable,
 	})
 	d.dest.setScrubRate(dc.Outbox.ScrubPagesPerSecond)
 	source := d.dest.anchoredTo(d.db)
@@ -133,7 +133,8 @@ func (s *Server) registerGauges() error {
 }
 
 // closeStores closes every database's stores, then releases the server's
-// reference to the shared block cache (freed once no store holds one).
+// references to the shared block and table caches (each freed once no
+// store holds one).
 func (s *Server) closeStores() error {
 	var errs []error
 	for _, d := range s.dbs {
@@ -143,6 +144,10 @@ func (s *Server) closeStores() error {
 	if s.cache != nil {
 		s.cache.Unref()
 		s.cache = nil
+	}
+	if s.fileCache != nil {
+		s.fileCache.Unref()
+		s.fileCache = nil
 	}
 	return errors.Join(errs...)
 }

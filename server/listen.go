@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
@@ -30,6 +31,12 @@ import (
 const (
 	fixedReserve       = 64  // descriptors kept for the process itself
 	perDatabaseReserve = 128 // descriptors kept for each database's primary store and archive
+
+	// tableFilesPerDatabase is the part of perDatabaseReserve given to the
+	// table cache that every store of the process shares (storageFileCache):
+	// the rest covers each store's write-ahead logs, manifest, lock,
+	// directory and markers (Pebble counts 10 such files per store).
+	tableFilesPerDatabase = perDatabaseReserve - 2*16
 
 	maxDerivedAPIConnections     = 4096
 	maxDerivedMetricsConnections = 64
@@ -229,4 +236,19 @@ func (s *Server) registerConnectionMetrics() error {
 		return nil
 	}, open, limit, rejected)
 	return err
+}
+
+// storageFileCacheShards is the table cache's shard count: each shard
+// holds its share of the capacity, so few shards keep that share useful
+// for one database's tables.
+const storageFileCacheShards = 4
+
+// newStorageFileCache returns the table cache shared by the stores of n
+// databases: tableFilesPerDatabase open table files per database, so that
+// the stores together stay within the descriptors connectionLimits keeps
+// for them, however many tables a growing archive or history has. A table
+// beyond the capacity is reopened when read (its blocks stay in the block
+// cache).
+func newStorageFileCache(n int) *pebble.FileCache {
+	return pebble.NewFileCache(storageFileCacheShards, max(1, n)*tableFilesPerDatabase)
 }

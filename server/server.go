@@ -57,6 +57,10 @@ type Server struct {
 	// server holds a reference to cache until closeStores.
 	memory membudget.Split
 	cache  *pebble.Cache
+	// fileCache is the one table cache they share, sized from the
+	// descriptors reserved for the databases (listen.go); the server holds
+	// a reference until closeStores.
+	fileCache *pebble.FileCache
 	// newWorker creates each outbox worker; nil means outbox.New. Tests
 	// make it fail to exercise attach's error path.
 	newWorker func(outbox.Options) (*outbox.Worker, error)
@@ -131,6 +135,7 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	}
 	s.memory = membudget.Divide(cmp.Or(cfg.Server.MemoryBudgetBytes, config.DefaultMemoryBudgetBytes), len(cfg.Databases), archives)
 	s.cache = pebble.NewCache(s.memory.CacheBytes)
+	s.fileCache = newStorageFileCache(len(cfg.Databases))
 	s.log.Info("storage memory budget divided", zap.Int64("budget_bytes", s.memory.Budget),
 		zap.Int64("block_cache_bytes", s.memory.CacheBytes), zap.Uint64("primary_memtable_bytes", s.memory.PrimaryMemTable),
 		zap.Uint64("archive_memtable_bytes", s.memory.ArchiveMemTable), zap.Int64("engine_bytes_at_most", s.memory.EngineBytes))
