@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
@@ -83,7 +84,7 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
-		Cache: s.cache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable,
+		Cache: s.archiveCache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable,
 	})
 	d.dest.setScrubRate(dc.Outbox.ScrubPagesPerSecond)
 	source := d.dest.anchoredTo(d.db)
@@ -141,9 +142,11 @@ func (s *Server) closeStores() error {
 		errs = append(errs, d.close())
 	}
 	s.dbs = nil
-	if s.cache != nil {
-		s.cache.Unref()
-		s.cache = nil
+	for _, c := range []**pebble.Cache{&s.cache, &s.archiveCache} {
+		if *c != nil {
+			(*c).Unref()
+			*c = nil
+		}
 	}
 	if s.fileCache != nil {
 		s.fileCache.Unref()

@@ -20,7 +20,7 @@ import (
 // two of them with an outbox, and a 128 MiB budget: the split is the one
 // membudget gives for three primaries and two archives, and every store's
 // Pebble (read back from the OPTIONS file Pebble writes at open) has its
-// memtable size and the one shared cache's size.
+// memtable size and the size of the cache its kind of store shares.
 func TestMemoryBudgetReachesEveryStore(t *testing.T) {
 	root := t.TempDir()
 	if err := os.Chmod(root, 0o700); err != nil {
@@ -68,22 +68,22 @@ memory_budget_bytes = %d
 	if s.memory != want {
 		t.Fatalf("split %+v, want %+v", s.memory, want)
 	}
-	check := func(dir string, memtable uint64) {
+	check := func(dir string, memtable uint64, cache int64) {
 		t.Helper()
 		opts := pebbleOptionsFile(t, dir)
-		for _, line := range []string{fmt.Sprintf("mem_table_size=%d", memtable), fmt.Sprintf("cache_size=%d", want.CacheBytes)} {
+		for _, line := range []string{fmt.Sprintf("mem_table_size=%d", memtable), fmt.Sprintf("cache_size=%d", cache)} {
 			if !strings.Contains(opts, "\n  "+line+"\n") {
 				t.Errorf("the store in %s was opened without %s", filepath.Base(dir), line)
 			}
 		}
 	}
 	for _, alias := range []string{"a", "b", "c"} {
-		check(filepath.Join(root, "db-"+alias), want.PrimaryMemTable)
+		check(filepath.Join(root, "db-"+alias), want.PrimaryMemTable, want.PrimaryCacheBytes)
 	}
 	for _, alias := range []string{"a", "b"} {
 		dir := filepath.Join(root, "outbox-"+alias, archive.StoreDirName)
 		testutil.WaitFor(t, 10*time.Second, 10*time.Millisecond, "the archive store", func() bool { _, err := os.Stat(dir); return err == nil })
-		check(dir, want.ArchiveMemTable)
+		check(dir, want.ArchiveMemTable, want.ArchiveCacheBytes)
 	}
 }
 

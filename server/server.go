@@ -52,11 +52,13 @@ type Server struct {
 	api, metrics           *http.Server
 
 	indexGate <-chan struct{}
-	// memory divides server.memory_budget_bytes among the stores, and
-	// cache is the one block cache they share (internal/membudget); the
-	// server holds a reference to cache until closeStores.
-	memory membudget.Split
-	cache  *pebble.Cache
+	// memory divides server.memory_budget_bytes among the stores; cache is
+	// the block cache the primaries share and archiveCache the one the
+	// archives share (internal/membudget). The server holds a reference to
+	// each until closeStores.
+	memory       membudget.Split
+	cache        *pebble.Cache
+	archiveCache *pebble.Cache
 	// fileCache is the one table cache they share, sized from the
 	// descriptors reserved for the databases (listen.go); the server holds
 	// a reference until closeStores.
@@ -134,10 +136,14 @@ func (s *Server) open(ctx context.Context) *StartupError {
 		}
 	}
 	s.memory = membudget.Divide(cmp.Or(cfg.Server.MemoryBudgetBytes, config.DefaultMemoryBudgetBytes), len(cfg.Databases), archives)
-	s.cache = pebble.NewCache(s.memory.CacheBytes)
+	s.cache = pebble.NewCache(s.memory.PrimaryCacheBytes)
+	if s.memory.ArchiveCacheBytes > 0 {
+		s.archiveCache = pebble.NewCache(s.memory.ArchiveCacheBytes)
+	}
 	s.fileCache = newStorageFileCache(len(cfg.Databases))
 	s.log.Info("storage memory budget divided", zap.Int64("budget_bytes", s.memory.Budget),
-		zap.Int64("block_cache_bytes", s.memory.CacheBytes), zap.Uint64("primary_memtable_bytes", s.memory.PrimaryMemTable),
+		zap.Int64("block_cache_bytes", s.memory.CacheBytes), zap.Int64("primary_block_cache_bytes", s.memory.PrimaryCacheBytes),
+		zap.Int64("archive_block_cache_bytes", s.memory.ArchiveCacheBytes), zap.Uint64("primary_memtable_bytes", s.memory.PrimaryMemTable),
 		zap.Uint64("archive_memtable_bytes", s.memory.ArchiveMemTable), zap.Int64("engine_bytes_at_most", s.memory.EngineBytes))
 	for _, dc := range cfg.Databases {
 		d, err := s.openDatabase(ctx, dc)

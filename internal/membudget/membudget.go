@@ -1,6 +1,7 @@
 // Package membudget divides one process's memory budget among the Pebble
-// stores of every database it hosts: one block cache shared by all of them,
-// and a memtable size for each primary and each archive store.
+// stores of every database it hosts: a block cache shared by the primary
+// stores, one shared by the archive stores, and a memtable size for each
+// primary and each archive store.
 //
 // # The split
 //
@@ -26,6 +27,16 @@
 //     of it. With few databases the memtables reach their maximum and the
 //     cache gets most of the budget; with many, memtables shrink and the
 //     cache keeps its quarter.
+//   - The cache is two: one shared by the primaries and, when there are
+//     archives, an eighth of it shared by the archives. An archive's own
+//     reads are few and recent (the duplicate check of each accepted
+//     record reads the newest tables' filters and indexes), but its
+//     background scrub and its readers go through all of it, once per
+//     pass: in one cache with the primaries those cold blocks would push
+//     out the primaries' working set, and fill the whole cache over hours
+//     of a long-lived archive. Kept apart, the scans recycle the archives'
+//     eighth within minutes, and the primaries' cache holds what commands
+//     and delivery read.
 //
 // The budget bounds the storage engines' memory. It does not bound the Go
 // heap (requests in flight, the undelivered index, telemetry), which comes
@@ -54,14 +65,18 @@ const (
 	primaryWeight, archiveWeight = 3, 1
 	// granule is what memtable sizes are rounded down to.
 	granule = 64 << 10
+	// archiveCacheDivisor gives the archives' cache its part of the cache.
+	archiveCacheDivisor = 8
 )
 
 // Split is one budget's division.
 type Split struct {
 	// Budget is the budget divided.
 	Budget int64
-	// CacheBytes is the size of the one block cache every store shares.
-	CacheBytes int64
+	// CacheBytes is the size of the block caches together: PrimaryCacheBytes
+	// for the cache the primary stores share, ArchiveCacheBytes for the one
+	// the archive stores share (0 without archives).
+	CacheBytes, PrimaryCacheBytes, ArchiveCacheBytes int64
 	// PrimaryMemTable and ArchiveMemTable are the memtable sizes of each
 	// primary and each archive store.
 	PrimaryMemTable, ArchiveMemTable uint64
@@ -81,6 +96,10 @@ func Divide(budget int64, primaries, archives int) Split {
 	}
 	memtables := memTablesPerStore * (int64(primaries)*int64(s.PrimaryMemTable) + int64(archives)*int64(s.ArchiveMemTable))
 	s.CacheBytes = max(budget-memtables, budget/4)
+	if archives > 0 {
+		s.ArchiveCacheBytes = s.CacheBytes / archiveCacheDivisor
+	}
+	s.PrimaryCacheBytes = s.CacheBytes - s.ArchiveCacheBytes
 	s.EngineBytes = s.CacheBytes + memtables
 	return s
 }

@@ -78,3 +78,15 @@ func TestDivideWithoutArchivesGivesPrimariesTheShare(t *testing.T) {
 		t.Fatalf("primaries without archives get %d, with archives %d", without.PrimaryMemTable, with.PrimaryMemTable)
 	}
 }
+
+func TestDivideKeepsTheArchivesCacheApart(t *testing.T) {
+	for _, n := range []int{1, 4, 16, 32} {
+		s := membudget.Divide(config.DefaultMemoryBudgetBytes, n, n)
+		if s.ArchiveCacheBytes != s.CacheBytes/8 || s.PrimaryCacheBytes+s.ArchiveCacheBytes != s.CacheBytes {
+			t.Errorf("%d databases: primary cache %d, archive cache %d, cache %d", n, s.PrimaryCacheBytes, s.ArchiveCacheBytes, s.CacheBytes)
+		}
+		if without := membudget.Divide(config.DefaultMemoryBudgetBytes, n, 0); without.ArchiveCacheBytes != 0 || without.PrimaryCacheBytes != without.CacheBytes {
+			t.Errorf("%d databases without archives: primary cache %d, archive cache %d, cache %d", n, without.PrimaryCacheBytes, without.ArchiveCacheBytes, without.CacheBytes)
+		}
+	}
+}
