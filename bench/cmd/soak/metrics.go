@@ -50,18 +50,6 @@ func sum(ss []series, name string, match map[string]string) (float64, bool) {
 	return total, found
 }
 
-// largest returns the largest sample of metric name, and whether there
-// was any.
-func largest(ss []series, name string) (float64, bool) {
-	v, found := math.Inf(-1), false
-	for _, s := range ss {
-		if s.name == name {
-			v, found = max(v, s.value), true
-		}
-	}
-	return v, found
-}
-
 func matches(labels, match map[string]string) bool {
 	for k, v := range match {
 		if labels[k] != v {

@@ -36,9 +36,9 @@ type Sample struct {
 	// resident as the memtables fill, so RSS rises and falls with it).
 	Memtables float64
 	// HeapInUse is the server's go_memstats_heap_inuse_bytes and
-	// BlockCache its Pebble block cache (riffdb_pebble_block_cache_size_bytes,
-	// the largest store's: the stores share one cache), the other two large
-	// parts of RSS.
+	// BlockCache its Pebble block caches (riffdb_pebble_block_cache_size_bytes
+	// of the primary, which reports the primaries' cache, plus the archive's,
+	// which reports the archives' cache), the other two large parts of RSS.
 	HeapInUse, BlockCache float64
 	// Pending is the database's pending_outbox_deliveries (GET /v1/stats).
 	Pending float64
