@@ -63,12 +63,17 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 // blocks for at most about TxnTimeout per storage call.
 func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out Outcome, err error) {
 	start := s.clock()
-	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(
-		s.dbAttr,
-		attrkey.EventID.String(key.Event.String()),
-		attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
-		attribute.Int("riffdb.event.bytes", len(record)),
-	))
+	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(s.dbAttr))
+	if span.IsRecording() {
+		// Formatting the event id is wasted on a span that is not
+		// sampled, as most are: only a span that records gets these
+		// attributes (samplers see the database alone).
+		span.SetAttributes(
+			attrkey.EventID.String(key.Event.String()),
+			attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
+			attribute.Int("riffdb.event.bytes", len(record)),
+		)
+	}
 	defer func() {
 		result := "stored"
 		switch {

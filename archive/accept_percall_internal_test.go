@@ -4,12 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/attrkey"
 )
 
 // BenchmarkAcceptFreeSpaceGuard measures the process CPU per synced archive
@@ -121,5 +126,69 @@ func BenchmarkCheckFreeSpace(b *testing.B) {
 			}
 			b.ReportMetric(float64(rusage(b)-before)/float64(b.N), "cpu_ns/op")
 		})
+	}
+}
+
+// startSeen is a sampler that drops every span and keeps the attributes
+// each span was started with.
+type startSeen struct {
+	mu    sync.Mutex
+	attrs []attribute.KeyValue
+}
+
+func (s *startSeen) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attrs = append(s.attrs, p.Attributes...)
+	return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+}
+
+func (s *startSeen) Description() string { return "startSeen" }
+
+// TestAcceptSpanAttributesOnlyWhenRecording: a transaction span that is
+// sampled carries the event id, incarnation and size; one that is not is
+// started with the database alone, so nothing formats the event id for it.
+func TestAcceptSpanAttributesOnlyWhenRecording(t *testing.T) {
+	t.Parallel()
+	k, r := rec(t, testDatabase, 7, 2, "x")
+
+	spans := tracetest.NewSpanRecorder()
+	opts := testOptions(t, newMemFS(t, false))
+	opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	s := mustOpen(t, opts)
+	mustAccept(t, s, k, r, Stored)
+	var got map[attribute.Key]attribute.Value
+	for _, sp := range spans.Ended() {
+		if sp.Name() == "riffdb.archive.txn" {
+			got = map[attribute.Key]attribute.Value{}
+			for _, a := range sp.Attributes() {
+				got[a.Key] = a.Value
+			}
+		}
+	}
+	want := map[attribute.Key]attribute.Value{
+		"riffdb.database":            s.dbAttr.Value,
+		attrkey.EventID:              attribute.StringValue("7.2"),
+		"riffdb.history.incarnation": attribute.Int64Value(1),
+		"riffdb.event.bytes":         attribute.IntValue(len(r)),
+		"riffdb.archive.outcome":     attribute.StringValue("stored"),
+	}
+	for key, v := range want {
+		if got[key] != v {
+			t.Fatalf("sampled txn span: %s = %v; want %v (attributes %v)", key, got[key], v, got)
+		}
+	}
+
+	seen := new(startSeen)
+	opts = testOptions(t, newMemFS(t, false))
+	opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSampler(seen))
+	s = mustOpen(t, opts)
+	mustAccept(t, s, k, r, Stored)
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	for _, a := range seen.attrs {
+		if a.Key != "riffdb.database" && a.Key != "riffdb.group.size" {
+			t.Fatalf("an unsampled span was started with %s", a.Key)
+		}
 	}
 }
