@@ -36,7 +36,7 @@ func (s *Store) checkFreeSpace(charge int64) error {
 	if s.minFree < 0 {
 		return nil
 	}
-	g := s.freeSpace()
+	g := &s.free
 	need := s.minFree + charge
 	if now := s.clock(); g.stale(now, need) {
 		du, err := s.fs.GetDiskUsage(s.storeDir)

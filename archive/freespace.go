@@ -1,11 +1,6 @@
 package archive
 
-import (
-	"runtime"
-	"sync"
-	"time"
-	"weak"
-)
+import "time"
 
 // freeSpaceMaxAge bounds how old the free-space measurement may be that the
 // free-space guard admits a write against (see checkFreeSpace).
@@ -22,23 +17,9 @@ type freeSpace struct {
 	charged int64
 }
 
-// freeSpaces holds each open Store's measurement. It is keyed by a weak
-// pointer so that it keeps no Store alive: a Store's entry is removed once
-// the Store is garbage.
-var freeSpaces sync.Map // weak.Pointer[Store] → *freeSpace
-
-// freeSpace returns the store's measurement, creating an empty one on first
-// use. Callers hold s.mu (or are Open).
-func (s *Store) freeSpace() *freeSpace {
-	k := weak.Make(s)
-	if v, ok := freeSpaces.Load(k); ok {
-		return v.(*freeSpace)
-	}
-	g := new(freeSpace)
-	freeSpaces.Store(k, g)
-	runtime.AddCleanup(s, func(k weak.Pointer[Store]) { freeSpaces.Delete(k) }, k)
-	return g
-}
+// freeSpace returns the store's measurement (s.free). Callers hold s.mu
+// (or are Open).
+func (s *Store) freeSpace() *freeSpace { return &s.free }
 
 // stale reports whether a write of need bytes beyond what must stay free
 // (MinFreeBytes + charge) has to be checked against a new measurement: there

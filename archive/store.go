@@ -68,8 +68,10 @@ type Store struct {
 	inst      *instanceFS
 	abandoned bool
 
-	mu   sync.Mutex // the single writer; guards acct, ckpt, ckptKey and adv
+	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey and adv
 	acct accounting
+	// free is the free-space guard's last measurement (checkFreeSpace).
+	free freeSpace
 	// ckpt is the durable validated-prefix checkpoint (checkpoint.go) and
 	// ckptKey its record's Pebble key (nil: none); adv collects what
 	// Accept stores while a Checkpoint validates a snapshot.
