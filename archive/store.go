@@ -200,8 +200,11 @@ func (s *Store) Close() error {
 }
 
 // closeDB closes Pebble in a guarded goroutine, ignoring a recorded failure
-// (Close must still run then).
+// (Close must still run then). It first stops the transaction worker
+// (txnWorker): a worker stuck in a timed-out transaction is left behind
+// with the instance it is stuck in.
 func (s *Store) closeDB() error {
+	s.st.txn.stop()
 	if s.db == nil {
 		return nil
 	}
