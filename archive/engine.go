@@ -33,11 +33,6 @@ type engineState struct {
 
 	bgOnce sync.Once
 	bg     *ratelog.Logger // background errors, see backgroundLog
-
-	// txn runs the transactions of guardedTxn (txnWorker); closeDB stops
-	// it. noWorker (benchmarks) runs each on a new goroutine instead.
-	txn      txnWorker
-	noWorker bool
 }
 
 func (e *engineState) err() error {
@@ -89,8 +84,7 @@ func (e *engineState) dataCorruption(info pebble.DataCorruptionInfo) {
 // and never exits the process: it records the fatal error, marks the store
 // unusable and ends the calling goroutine with runtime.Goexit. Pebble calls
 // Fatalf in the committing goroutine on WAL write/sync errors, which is why
-// every Pebble call of the archive runs on a goroutine other than its
-// caller's (see guarded and txnWorker).
+// every Pebble call of the archive runs in its own goroutine (see guarded).
 type pebbleLogger struct{ st *engineState }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
@@ -140,7 +134,7 @@ func guarded(ctx context.Context, st *engineState, timeout time.Duration, op str
 		phase = new(txnPhase)
 		phase.v.Store(phaseWriting)
 	}
-	return guardedCall(ctx, st, timeout, op, phase, func(*txnPhase) error { return fn() }, false)
+	return guardedTxn(ctx, st, timeout, op, phase, func(*txnPhase) error { return fn() })
 }
 
 // txnPhase is the phase of a guarded transaction, shared by guardedTxn and
@@ -171,28 +165,11 @@ func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseA
 // the phase and waits for fn; ctx ending once fn is writing abandons the
 // call (and marks the store unusable, the write's outcome being unknown).
 // A nil phase means a read-only call.
-//
-// The transaction runs on the engine's long-lived worker goroutine when it
-// is idle (txnWorker), on a new goroutine otherwise; either way its
-// goroutine is not the caller's, and every guarantee above holds the same.
-// guarded's single calls (opening, closing, checkpoints, reads of Readers,
-// often on an engineState of their own that nothing stops) keep a new
-// goroutine each.
 func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, fn func(phase *txnPhase) error) error {
-	return guardedCall(ctx, st, timeout, op, phase, fn, !st.noWorker)
-}
-
-// guardedCall is guardedTxn, run on st's worker when worker is true.
-func guardedCall(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, fn func(phase *txnPhase) error, worker bool) error {
 	if err := st.err(); err != nil {
 		return err
 	}
-	var done <-chan goexit.Outcome
-	if worker {
-		done = st.txn.run(fn, phase)
-	} else {
-		done = goexit.Go(func() error { return fn(phase) })
-	}
+	done := goexit.Go(func() error { return fn(phase) })
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var ctxDone <-chan struct{}

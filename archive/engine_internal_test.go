@@ -125,7 +125,6 @@ func (c *handoffCtx) cancel(d time.Duration) bool {
 func TestGuardedTxnCancelWhileReading(t *testing.T) {
 	t.Parallel()
 	st, _, _ := newTestState()
-	t.Cleanup(st.txn.stop)
 	ctx := newHandoffCtx()
 	wrote := false
 	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), func(phase *txnPhase) error {
@@ -162,7 +161,6 @@ func TestGuardedTxnCancelWhileReading(t *testing.T) {
 func TestGuardedTxnCancelWhileWriting(t *testing.T) {
 	t.Parallel()
 	st, _, _ := newTestState()
-	t.Cleanup(st.txn.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	release := make(chan struct{})
 	defer close(release)

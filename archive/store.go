@@ -200,11 +200,8 @@ func (s *Store) Close() error {
 }
 
 // closeDB closes Pebble in a guarded goroutine, ignoring a recorded failure
-// (Close must still run then). It first stops the transaction worker
-// (txnWorker): a worker stuck in a timed-out transaction is left behind
-// with the instance it is stuck in.
+// (Close must still run then).
 func (s *Store) closeDB() error {
-	s.st.txn.stop()
 	if s.db == nil {
 		return nil
 	}
