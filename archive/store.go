@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,10 +151,13 @@ func (s *Store) Audit() error {
 	if !s.realFS {
 		return nil
 	}
-	if _, err := Audit(s.dir); err != nil {
-		return mapError("custody audit", err)
+	exists, err := Audit(s.dir)
+	if err == nil && !exists {
+		// The outbox directory is in order but the open store's directory
+		// is gone: writes would land in unlinked files.
+		err = fmt.Errorf("the open store's directory is gone: %w", os.ErrNotExist)
 	}
-	return nil
+	return mapError("custody audit", err)
 }
 
 // Close closes open readers, unregisters the gauges and closes the store,
