@@ -40,7 +40,7 @@ func BenchmarkAcceptFreeSpaceGuard(b *testing.B) {
 	for i := range payload {
 		payload[i] = 'a' + byte(i%26)
 	}
-	g := s.freeSpace()
+	g := &s.free
 	var seq uint64
 	slice := func(perCall bool) (cpu time.Duration, wall time.Duration) {
 		const n = 500
@@ -114,7 +114,7 @@ func BenchmarkCheckFreeSpace(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			g := s.freeSpace()
+			g := &s.free
 			before := rusage(b)
 			for b.Loop() {
 				if perCall {

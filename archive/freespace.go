@@ -17,10 +17,6 @@ type freeSpace struct {
 	charged int64
 }
 
-// freeSpace returns the store's measurement (s.free). Callers hold s.mu
-// (or are Open).
-func (s *Store) freeSpace() *freeSpace { return &s.free }
-
 // stale reports whether a write of need bytes beyond what must stay free
 // (MinFreeBytes + charge) has to be checked against a new measurement: there
 // is none, it is freeSpaceMaxAge old (or from the future of a clock that
