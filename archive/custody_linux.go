@@ -80,9 +80,13 @@ func readNames(fd int, what string) ([]string, error) {
 	return names, nil
 }
 
-// checkDir verifies the owner and mode of an open directory.
-func checkDir(fd int, what string) error {
+// checkDir verifies the owner and mode of an open directory, leaving its
+// fstat in *out when out is not nil.
+func checkDir(fd int, what string, out *unix.Stat_t) error {
 	var st unix.Stat_t
+	if out != nil {
+		defer func() { *out = st }()
+	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("archive: cannot stat %s: %w", what, err)
 	}
@@ -168,12 +172,37 @@ func audit(dir string) (auditResult, error) {
 // auditStore is Audit, adding the allocated bytes of the store's entries
 // to *allocated.
 func auditStore(dir string, allocated *int64) (storeExists bool, err error) {
+	sfd, _, err := openStoreDir(dir)
+	if sfd == storeBadFd {
+		return true, err
+	}
+	if err != nil || sfd < 0 {
+		return false, err
+	}
+	defer unix.Close(sfd)
+	return true, checkStoreEntries(sfd, allocated, nil)
+}
+
+// storeBadFd is what openStoreDir returns as its fd when the store
+// directory exists but fails its own check (owner, mode).
+const storeBadFd = -2
+
+// openStoreDir runs every check of the audit but the store directory's
+// entries: the path from "/" (no symbolic link), the archive directory
+// (owner, mode, nothing but StoreDirName) and the store directory itself
+// (a real directory, owner, mode). It returns the store directory open
+// (O_NOFOLLOW|O_DIRECTORY) with its fstat, or -1 when there is no store
+// directory; on an error the fd is -1, or storeBadFd when the store
+// directory exists but fails its own check. Its cost is one openat per
+// path component and one listing of the archive directory, whatever the
+// number of store files.
+func openStoreDir(dir string) (sfd int, st unix.Stat_t, err error) {
 	if !filepath.IsAbs(dir) {
-		return false, custodyErr("the archive directory must be an absolute path")
+		return -1, st, custodyErr("the archive directory must be an absolute path")
 	}
 	fd, err := openDirAt(unix.AT_FDCWD, "/", "the root directory")
 	if err != nil {
-		return false, err
+		return -1, st, err
 	}
 	defer func() { unix.Close(fd) }()
 	comps := strings.Split(filepath.Clean(dir), "/")
@@ -187,52 +216,61 @@ func auditStore(dir string, allocated *int64) (storeExists bool, err error) {
 		}
 		next, err := openDirAt(fd, c, what)
 		if err != nil {
-			return false, err
+			return -1, st, err
 		}
 		unix.Close(fd)
 		fd = next
 	}
-	if err := checkDir(fd, "the archive directory"); err != nil {
-		return false, err
+	if err := checkDir(fd, "the archive directory", nil); err != nil {
+		return -1, st, err
 	}
 	listFd, err := unix.Dup(fd)
 	if err != nil {
-		return false, fmt.Errorf("archive: cannot list the archive directory: %w", err)
+		return -1, st, fmt.Errorf("archive: cannot list the archive directory: %w", err)
 	}
 	unix.CloseOnExec(listFd)
 	names, err := readNames(listFd, "the archive directory")
 	if err != nil {
-		return false, err
+		return -1, st, err
 	}
 	for _, n := range names {
 		if n != StoreDirName {
-			return false, custodyErr("the archive directory holds an entry other than %s", StoreDirName)
+			return -1, st, custodyErr("the archive directory holds an entry other than %s", StoreDirName)
 		}
 	}
 	if len(names) == 0 {
-		return false, nil
+		return -1, st, nil
 	}
-	sfd, err := openDirAt(fd, StoreDirName, "the store directory")
+	sfd, err = openDirAt(fd, StoreDirName, "the store directory")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) { // removed between listing and open
-			return false, nil
+			return -1, st, nil
 		}
-		return false, err
+		return -1, st, err
 	}
-	if err := checkDir(sfd, "the store directory"); err != nil {
+	if err := checkDir(sfd, "the store directory", &st); err != nil {
 		unix.Close(sfd)
-		return true, err
+		return storeBadFd, st, err
 	}
-	listFd, err = unix.Dup(sfd)
+	return sfd, st, nil
+}
+
+// checkStoreEntries lists the store directory open at sfd and checks
+// every entry by fstatat (AT_SYMLINK_NOFOLLOW), adding the allocated bytes
+// to *allocated; entries removed concurrently are skipped. With w, each
+// entry is also watched (w.watchEntry, then checked again when the watch
+// is new), so that a change of its inode made after the check (a hard
+// link made from outside the store, which the directory's watch does not
+// see) is reported.
+func checkStoreEntries(sfd int, allocated *int64, w *auditWatch) error {
+	listFd, err := unix.Dup(sfd)
 	if err != nil {
-		unix.Close(sfd)
-		return true, fmt.Errorf("archive: cannot list the store directory: %w", err)
+		return fmt.Errorf("archive: cannot list the store directory: %w", err)
 	}
 	unix.CloseOnExec(listFd)
-	defer unix.Close(sfd)
-	names, err = readNames(listFd, "the store directory")
+	names, err := readNames(listFd, "the store directory")
 	if err != nil {
-		return true, err
+		return err
 	}
 	euid := os.Geteuid()
 	for _, n := range names {
@@ -241,14 +279,27 @@ func auditStore(dir string, allocated *int64) (storeExists bool, err error) {
 			if errors.Is(err, unix.ENOENT) {
 				continue
 			}
-			return true, fmt.Errorf("archive: cannot stat a store file: %w", err)
+			return fmt.Errorf("archive: cannot stat a store file: %w", err)
 		}
 		if err := checkStoreFile(&st, euid); err != nil {
-			return true, err
+			return err
+		}
+		if w != nil && w.watchEntry(sfd, n, st.Ino) {
+			// Check again now that it is watched: a hard link made
+			// between the first check and the watch is seen here.
+			if err := unix.Fstatat(sfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return fmt.Errorf("archive: cannot stat a store file: %w", err)
+			}
+			if err := checkStoreFile(&st, euid); err != nil {
+				return err
+			}
 		}
 		*allocated += st.Blocks * 512
 	}
-	return true, nil
+	return nil
 }
 
 // allocatedBytes sums st_blocks*512 over the store directory's entries via
@@ -289,6 +340,9 @@ type custodyFS struct {
 	// osBacked is true when the wrapped FS is the operating system's, so that
 	// paths name real files (Lock's chmod is by path).
 	osBacked bool
+	// watch makes the audit of the open store independent of its number
+	// of files (auditOpen); it is closed with the store's lock.
+	watch *auditWatch
 }
 
 // newCustodyFS wraps fs so that every file Pebble creates or opens is verified
@@ -302,7 +356,7 @@ type custodyFS struct {
 // right after, so an Audit running at that instant can see a group- or
 // world-readable file unless the process umask is 077.
 func newCustodyFS(fs vfs.FS) vfs.FS {
-	return custodyFS{FS: fs, osBacked: vfs.Root(fs) == vfs.Default}
+	return custodyFS{FS: fs, osBacked: vfs.Root(fs) == vfs.Default, watch: newAuditWatch()}
 }
 
 // Create implements vfs.FS.
@@ -348,6 +402,9 @@ func (c custodyFS) Lock(name string) (io.Closer, error) {
 	l, err := c.FS.Lock(name)
 	if err != nil || !c.osBacked {
 		return l, err
+	}
+	if c.watch != nil {
+		l = watchCloser{Closer: l, w: c.watch}
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(name, &st); err != nil {

@@ -44,3 +44,8 @@ func newCustodyFS(fs vfs.FS) vfs.FS { return fs }
 func allocatedBytes(storeDir string) (int64, error) {
 	return 0, ErrUnsupportedPlatform
 }
+
+// auditOpen always fails with ErrUnsupportedPlatform.
+func auditOpen(fs vfs.FS, dir string) (storeExists bool, err error) {
+	return false, ErrUnsupportedPlatform
+}

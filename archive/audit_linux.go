@@ -1,0 +1,253 @@
+//go:build linux
+
+package archive
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// Watch masks. The store directory's watch reports a change of its entries
+// (created, removed, renamed in or out) and of the attributes of itself and
+// of its entries (mode, owner, and the link count of an entry linked or
+// unlinked inside the store); its own rename and removal end in
+// IN_IGNORED. An entry's own watch reports its attribute changes, the link
+// count included: a hard link made to it from outside the store changes its
+// link count without any event on the store directory's watch. Writes
+// (IN_MODIFY) change nothing the audit checks.
+const (
+	dirWatchMask = unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE |
+		unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF |
+		unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+	entryWatchMask = unix.IN_ATTRIB | unix.IN_DONT_FOLLOW
+)
+
+// auditWatch makes the custody audit of an open store cost the same
+// whatever the number of store files: an inotify watch on the store
+// directory and on each of its entries, armed before the first full audit,
+// reports every change of custody made since, so an audit that finds no
+// event checks only the path, the archive directory and the store directory
+// itself (that they are still the watched directory), and lists no entry.
+// Any event, a queue overflow, a read error or a lost watch makes the next
+// audit a full one; a failed full audit leaves it dirty, so the violation
+// is reported again until it is repaired. Without inotify (or /proc), or
+// once closed, every audit is a full one.
+type auditWatch struct {
+	mu sync.Mutex
+	// fd is the inotify descriptor, -1 while not armed; dirWd is the store
+	// directory's watch and dev, ino its identity.
+	fd       int
+	dirWd    int32
+	dev, ino uint64
+	// dirty is set by any event since the last full audit that passed.
+	dirty bool
+	// broken is set when inotify failed (no further arming); closed once
+	// the store's lock was released.
+	broken, closed bool
+	// entries maps the name of each watched entry to its inode and
+	// watch, and names maps a watch back to its entry's name: a full
+	// audit does not watch again an entry whose inode still has its
+	// watch (IN_IGNORED, drained before, drops it from both maps).
+	entries map[string]entryWatch
+	names   map[int32]string
+	// full counts full audits (entries listed and checked) and added the
+	// entry watches added, for tests.
+	full, added int
+	buf         [4096]byte
+}
+
+// entryWatch is the inode of a watched entry and its watch.
+type entryWatch struct {
+	ino uint64
+	wd  int32
+}
+
+func newAuditWatch() *auditWatch { return &auditWatch{fd: -1} }
+
+// audit is Audit for the open store in dir, skipping the store's entries
+// when the watch saw no change since the last full audit that passed.
+func (w *auditWatch) audit(dir string) (storeExists bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sfd, st, err := openStoreDir(dir)
+	if sfd == storeBadFd {
+		w.dirty = true
+		return true, err
+	}
+	if err != nil || sfd < 0 {
+		w.dirty = true
+		return false, err
+	}
+	defer unix.Close(sfd)
+	if w.fd >= 0 && (uint64(st.Dev) != w.dev || st.Ino != w.ino) {
+		// Another directory now stands at the store's path: the events
+		// of the watched one say nothing about it.
+		w.disarm()
+	}
+	if w.fd < 0 && !w.broken && !w.closed {
+		w.arm(sfd, &st)
+	}
+	// Drain before the check: an event during the full audit stays queued
+	// and makes the next audit a full one.
+	w.drain()
+	if w.fd >= 0 && !w.dirty {
+		return true, nil
+	}
+	w.full++
+	var allocated int64
+	var ew *auditWatch
+	if w.fd >= 0 {
+		ew = w
+	}
+	if err := checkStoreEntries(sfd, &allocated, ew); err != nil {
+		w.dirty = true
+		return true, err
+	}
+	w.dirty = false
+	return true, nil
+}
+
+// arm creates the inotify descriptor and watches the store directory open
+// at sfd (through /proc/self/fd, so the watched inode is the audited one).
+// The next audit is a full one.
+func (w *auditWatch) arm(sfd int, st *unix.Stat_t) {
+	w.dirty = true
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		w.broken = true
+		return
+	}
+	wd, err := unix.InotifyAddWatch(fd, "/proc/self/fd/"+strconv.Itoa(sfd), dirWatchMask)
+	if err != nil {
+		unix.Close(fd)
+		w.broken = true
+		return
+	}
+	w.fd, w.dirWd, w.dev, w.ino = fd, int32(wd), uint64(st.Dev), st.Ino
+}
+
+// watchEntry makes sure the entry name of the store directory open at sfd,
+// which the full audit found with the inode ino, is watched, and returns
+// whether it was watched just now: then the audit checks the entry again,
+// since a change made before the watch was added is reported by nothing.
+// An entry whose inode already holds its watch is left as it is: the
+// watch was added before that inode's earlier check. A missing entry is
+// skipped (the audit skips it too); any other failure (the watch limit)
+// gives the watch up, and later audits are full ones.
+func (w *auditWatch) watchEntry(sfd int, name string, ino uint64) bool {
+	if w.fd < 0 {
+		return false
+	}
+	if e, ok := w.entries[name]; ok && e.ino == ino {
+		return false
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(sfd)+"/"+name, entryWatchMask)
+	if errors.Is(err, unix.ENOENT) {
+		return false
+	}
+	if err != nil {
+		w.disarm()
+		w.broken = true
+		return false
+	}
+	w.added++
+	if w.entries == nil {
+		w.entries, w.names = map[string]entryWatch{}, map[int32]string{}
+	}
+	// The watched inode is the one the second check sees: a rename over
+	// name in between is an event of the directory's watch.
+	w.entries[name] = entryWatch{ino: ino, wd: int32(wd)}
+	w.names[int32(wd)] = name
+	return true
+}
+
+// drain reads every queued event without blocking and records them.
+func (w *auditWatch) drain() {
+	for w.fd >= 0 {
+		n, err := unix.Read(w.fd, w.buf[:])
+		switch {
+		case err == nil && n > 0:
+			w.consume(w.buf[:n])
+		case errors.Is(err, unix.EAGAIN):
+			return
+		case errors.Is(err, unix.EINTR):
+		default:
+			// A read error (or EOF) leaves the events unknown.
+			w.disarm()
+			return
+		}
+	}
+}
+
+// consume records the events in buf: any event makes the next audit a full
+// one; an overflow is such an event; the loss of the store directory's
+// watch (IN_IGNORED on it) disarms, so that the next audit arms again.
+func (w *auditWatch) consume(buf []byte) {
+	w.dirty = true
+	for len(buf) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
+		mask := binary.NativeEndian.Uint32(buf[4:])
+		size := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[12:]))
+		if mask&unix.IN_IGNORED != 0 {
+			if wd == w.dirWd {
+				w.disarm()
+				return
+			}
+			if name, ok := w.names[wd]; ok {
+				delete(w.names, wd)
+				if w.entries[name].wd == wd {
+					delete(w.entries, name)
+				}
+			}
+		}
+		if size > len(buf) {
+			return
+		}
+		buf = buf[size:]
+	}
+}
+
+// disarm closes the inotify descriptor; the next audit is a full one.
+func (w *auditWatch) disarm() {
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+	}
+	w.fd, w.dirWd, w.dirty = -1, -1, true
+	w.entries, w.names = nil, nil
+}
+
+// close disarms for good; later audits are full ones.
+func (w *auditWatch) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.disarm()
+	w.closed = true
+}
+
+// watchCloser closes the watch with the store's lock: Pebble releases the
+// lock when it closes (or when a fenced instance is abandoned).
+type watchCloser struct {
+	io.Closer
+	w *auditWatch
+}
+
+// Close implements io.Closer.
+func (c watchCloser) Close() error {
+	c.w.close()
+	return c.Closer.Close()
+}
+
+// auditOpen is (*Store).Audit's audit: through the watch of the store's
+// custody FS when fs is one, the full Audit otherwise.
+func auditOpen(fs vfs.FS, dir string) (storeExists bool, err error) {
+	if c, ok := fs.(custodyFS); ok && c.watch != nil {
+		return c.watch.audit(dir)
+	}
+	return Audit(dir)
+}

@@ -1,0 +1,393 @@
+//go:build linux
+
+package archive
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// openWatched opens a Pebble store with sstables in a compliant outbox
+// directory through the custody FS, and returns the FS's audit watch.
+func openWatched(t *testing.T) (base, dir string, db *pebble.DB, w *auditWatch) {
+	t.Helper()
+	base, dir = custodySetup(t)
+	opts := archiveOptions(vfs.Default)
+	cfs := newCustodyFS(vfs.Default).(custodyFS)
+	opts.FS, w = cfs, cfs.watch
+	db, err := pebble.Open(filepath.Join(dir, StoreDirName), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeDB(t, db) })
+	for i := range 3 {
+		if err := db.Set(fmt.Appendf(nil, "key-%06d", i), make([]byte, 512), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quiesce(t, w, dir)
+	return base, dir, db, w
+}
+
+// quiesce audits until an audit passes without a full audit (the store's
+// own file creations of the open make the first ones full).
+func quiesce(t *testing.T, w *auditWatch, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		before := w.fullAudits()
+		if _, err := w.audit(dir); err != nil {
+			t.Fatal(err)
+		}
+		if w.fullAudits() == before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("every audit is a full one")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (w *auditWatch) fullAudits() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.full
+}
+
+func TestAuditWatchSkipsEntriesWithoutChange(t *testing.T) {
+	t.Parallel()
+	_, dir, _, w := openWatched(t)
+	before := w.fullAudits()
+	for range 100 {
+		exists, err := w.audit(dir)
+		if err != nil || !exists {
+			t.Fatalf("audit = %v, %v", exists, err)
+		}
+	}
+	if n := w.fullAudits() - before; n != 0 {
+		t.Fatalf("%d of 100 audits without a change listed the store", n)
+	}
+}
+
+func TestAuditWatchCatchesChangesWhileOpen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, base, dir, sst string)
+		want   string
+	}{
+		{"chmod 0644", func(t *testing.T, base, dir, sst string) {
+			chmod(t, sst, 0o644)
+		}, "a store file has mode 0644"},
+		{"hard link from outside", func(t *testing.T, base, dir, sst string) {
+			if err := os.Link(sst, filepath.Join(base, "stolen.sst")); err != nil {
+				t.Fatal(err)
+			}
+		}, "a store file has 2 hard links"},
+		{"new entry", func(t *testing.T, base, dir, sst string) {
+			writeFile(t, filepath.Join(filepath.Dir(sst), "000999.sst"), 0o644)
+		}, "a store file has mode 0644"},
+		{"symbolic link", func(t *testing.T, base, dir, sst string) {
+			if err := os.Symlink(sst, filepath.Join(filepath.Dir(sst), "000999.sst")); err != nil {
+				t.Fatal(err)
+			}
+		}, "the store holds a symbolic link"},
+		{"file replaced by rename", func(t *testing.T, base, dir, sst string) {
+			other := filepath.Join(base, "other")
+			writeFile(t, other, 0o640)
+			if err := os.Rename(other, sst); err != nil {
+				t.Fatal(err)
+			}
+		}, "a store file has mode 0640"},
+		{"store directory mode", func(t *testing.T, base, dir, sst string) {
+			chmod(t, filepath.Dir(sst), 0o750)
+		}, "the store directory mode is 0750"},
+		{"archive directory replaced", func(t *testing.T, base, dir, sst string) {
+			if err := os.Rename(dir, filepath.Join(base, "moved")); err != nil {
+				t.Fatal(err)
+			}
+			mkdir(t, dir)
+			mkdir(t, filepath.Join(dir, StoreDirName))
+			writeFile(t, filepath.Join(dir, StoreDirName, "000001.sst"), 0o644)
+		}, "a store file has mode 0644"},
+		{"parent replaced by a symbolic link", func(t *testing.T, base, dir, sst string) {
+			if err := os.Rename(dir, filepath.Join(base, "moved")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(base, "moved"), dir); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, dir, _, w := openWatched(t)
+			tc.tamper(t, base, dir, firstSST(t, filepath.Join(dir, StoreDirName)))
+			_, err := w.audit(dir)
+			requireCustody(t, err, base, tc.want)
+			// The violation stays reported until it is repaired.
+			_, err = w.audit(dir)
+			requireCustody(t, err, base, tc.want)
+		})
+	}
+}
+
+func TestAuditWatchRepairedViolationPasses(t *testing.T) {
+	t.Parallel()
+	base, dir, _, w := openWatched(t)
+	sst := firstSST(t, filepath.Join(dir, StoreDirName))
+	chmod(t, sst, 0o644)
+	_, err := w.audit(dir)
+	requireCustody(t, err, base, "mode 0644")
+	chmod(t, sst, 0o600)
+	if _, err := w.audit(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inotifyEvent encodes one inotify event without a name.
+func inotifyEvent(wd int32, mask uint32) []byte {
+	b := make([]byte, unix.SizeofInotifyEvent)
+	binary.NativeEndian.PutUint32(b[0:], uint32(wd))
+	binary.NativeEndian.PutUint32(b[4:], mask)
+	return b
+}
+
+func TestAuditWatchOverflowForcesFullAudit(t *testing.T) {
+	t.Parallel()
+	_, dir, _, w := openWatched(t)
+	w.mu.Lock()
+	w.consume(inotifyEvent(-1, unix.IN_Q_OVERFLOW))
+	w.mu.Unlock()
+	before := w.fullAudits()
+	if _, err := w.audit(dir); err != nil {
+		t.Fatal(err)
+	}
+	if w.fullAudits() != before+1 {
+		t.Fatal("the audit after an overflow was not a full one")
+	}
+	quiesce(t, w, dir)
+}
+
+func TestAuditWatchLostWatchRearms(t *testing.T) {
+	t.Parallel()
+	_, dir, _, w := openWatched(t)
+	w.mu.Lock()
+	w.consume(append(inotifyEvent(w.dirWd+1, unix.IN_ATTRIB), inotifyEvent(w.dirWd, unix.IN_IGNORED)...))
+	disarmed := w.fd < 0
+	w.mu.Unlock()
+	if !disarmed {
+		t.Fatal("the loss of the directory's watch did not close the watch")
+	}
+	before := w.fullAudits()
+	if _, err := w.audit(dir); err != nil {
+		t.Fatal(err)
+	}
+	if w.fullAudits() != before+1 {
+		t.Fatal("the audit after a lost watch was not a full one")
+	}
+	quiesce(t, w, dir) // armed again
+}
+
+func TestAuditWatchWithoutInotifyIsFull(t *testing.T) {
+	t.Parallel()
+	_, dir, _, w := openWatched(t)
+	w.mu.Lock()
+	w.disarm()
+	w.broken = true
+	w.mu.Unlock()
+	before := w.fullAudits()
+	for range 3 {
+		if _, err := w.audit(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.fullAudits() - before; n != 3 {
+		t.Fatalf("%d of 3 audits without inotify were full ones", n)
+	}
+}
+
+func TestAuditWatchClosedWithStore(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "outbox")
+	mkdir(t, dir)
+	s, err := Open(context.Background(), dir, Options{Database: testDatabase, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.fs.(custodyFS).watch
+	if _, err := auditOpen(s.fs, dir); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	fd := w.fd
+	w.mu.Unlock()
+	if fd < 0 {
+		t.Fatal("the audit of the open store armed no watch")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	closed, cur := w.closed, w.fd
+	w.mu.Unlock()
+	if !closed || cur >= 0 {
+		t.Fatal("closing the store left the watch open")
+	}
+	// After the close, audits are full ones and arm nothing.
+	before := w.fullAudits()
+	if _, err := w.audit(dir); err != nil {
+		t.Fatal(err)
+	}
+	if w.fullAudits() != before+1 || w.fd >= 0 {
+		t.Fatal("an audit after the close used or armed a watch")
+	}
+}
+
+// BenchmarkAuditPerClaim measures the audit of an open store with n
+// sstable-like files: full (Audit), watched without a change, and watched
+// after a change (a full audit that also watches every entry), in
+// alternating slices of 100 calls.
+func BenchmarkAuditPerClaim(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprint("files=", n), func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "outbox")
+			store := filepath.Join(dir, StoreDirName)
+			for _, d := range []string{dir, store} {
+				if err := os.Mkdir(d, 0o700); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Chmod(d, 0o700); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range n {
+				p := filepath.Join(store, fmt.Sprintf("%06d.sst", i))
+				if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Chmod(p, 0o600); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w := newAuditWatch()
+			defer w.close()
+			if _, err := w.audit(dir); err != nil {
+				b.Fatal(err)
+			}
+			const slice = 100
+			var full, watched, changed time.Duration
+			for range b.N {
+				start := time.Now()
+				for range slice {
+					if _, err := Audit(dir); err != nil {
+						b.Fatal(err)
+					}
+				}
+				full += time.Since(start)
+				start = time.Now()
+				for range slice {
+					if _, err := w.audit(dir); err != nil {
+						b.Fatal(err)
+					}
+				}
+				watched += time.Since(start)
+				start = time.Now()
+				for range slice {
+					w.mu.Lock()
+					w.dirty = true
+					w.mu.Unlock()
+					if _, err := w.audit(dir); err != nil {
+						b.Fatal(err)
+					}
+				}
+				changed += time.Since(start)
+			}
+			calls := float64(b.N * slice)
+			b.ReportMetric(float64(full.Microseconds())/calls, "µs/full")
+			b.ReportMetric(float64(watched.Microseconds())/calls, "µs/watched")
+			b.ReportMetric(float64(changed.Microseconds())/calls, "µs/changed")
+			if want := 1 + b.N*slice; w.fullAudits() != want {
+				b.Fatalf("%d full watched audits, want %d", w.fullAudits(), want)
+			}
+		})
+	}
+}
+
+func TestAuditWatchWatchesAReplacedEntry(t *testing.T) {
+	t.Parallel()
+	base, dir, _, w := openWatched(t)
+	sst := firstSST(t, filepath.Join(dir, StoreDirName))
+	// A compliant file renamed over a watched entry passes the audit; its
+	// inode has no watch yet, and the audit must add one. The replaced
+	// inode stays open, so its watch is not yet dropped.
+	held, err := os.Open(sst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	other := filepath.Join(base, "other")
+	writeFile(t, other, 0o600)
+	if err := os.Rename(other, sst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.audit(dir); err != nil {
+		t.Fatal(err)
+	}
+	quiesce(t, w, dir)
+	if err := os.Link(sst, filepath.Join(base, "stolen.sst")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.audit(dir)
+	requireCustody(t, err, base, "a store file has 2 hard links")
+}
+
+func TestAuditWatchKeepsEntryWatches(t *testing.T) {
+	t.Parallel()
+	_, dir, _, w := openWatched(t)
+	w.mu.Lock()
+	w.dirty = true
+	added, watched := w.added, len(w.entries)
+	w.mu.Unlock()
+	if watched == 0 {
+		t.Fatal("no entry is watched")
+	}
+	before := w.fullAudits()
+	if _, err := w.audit(dir); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	again := w.added - added
+	w.mu.Unlock()
+	if w.fullAudits() != before+1 || again != 0 {
+		t.Fatalf("a full audit watched %d entries again", again)
+	}
+	// A lost entry watch (its file was removed) is forgotten, so that an
+	// inode reusing the name is watched.
+	w.mu.Lock()
+	var name string
+	var e entryWatch
+	for name, e = range w.entries {
+		break
+	}
+	w.consume(inotifyEvent(e.wd, unix.IN_IGNORED))
+	_, kept := w.entries[name]
+	_, kept2 := w.names[e.wd]
+	w.mu.Unlock()
+	if kept || kept2 {
+		t.Fatal("a lost entry watch is still recorded")
+	}
+}
