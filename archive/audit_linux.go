@@ -118,6 +118,11 @@ func (w *auditWatch) audit(dir string) (storeExists bool, err error) {
 // The next audit is a full one.
 func (w *auditWatch) arm(sfd int, st *unix.Stat_t) {
 	w.dirty = true
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(sfd, &fs); err != nil || !watchable(fs.Type) {
+		w.broken = true
+		return
+	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		w.broken = true
@@ -251,3 +256,20 @@ func auditOpen(fs vfs.FS, dir string) (storeExists bool, err error) {
 	}
 	return Audit(dir)
 }
+
+// watchable reports whether inotify sees every change on a filesystem of
+// type fsType (statfs f_type): only local filesystems, where every change
+// goes through this kernel. A change made by another host on a network
+// filesystem (NFS, CIFS, Ceph, 9p) or behind FUSE raises no event here, so
+// there every audit stays a full one.
+func watchable(fsType int64) bool {
+	switch uint32(fsType) {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
+		unix.F2FS_SUPER_MAGIC, zfsSuperMagic:
+		return true
+	}
+	return false
+}
+
+// zfsSuperMagic is ZFS on Linux's f_type (golang.org/x/sys/unix has none).
+const zfsSuperMagic = 0x2fc12fc1

@@ -5,6 +5,7 @@ package archive
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 func openWatched(t *testing.T) (base, dir string, db *pebble.DB, w *auditWatch) {
 	t.Helper()
 	base, dir = custodySetup(t)
+	skipUnlessWatchable(t, dir)
 	opts := archiveOptions(vfs.Default)
 	cfs := newCustodyFS(vfs.Default).(custodyFS)
 	opts.FS, w = cfs, cfs.watch
@@ -39,6 +41,19 @@ func openWatched(t *testing.T) (base, dir string, db *pebble.DB, w *auditWatch) 
 	}
 	quiesce(t, w, dir)
 	return base, dir, db, w
+}
+
+// skipUnlessWatchable skips a test of the watch where the test's
+// directories are on a filesystem the watch is not trusted on.
+func skipUnlessWatchable(t *testing.T, dir string) {
+	t.Helper()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if !watchable(fs.Type) {
+		t.Skipf("the test directory is on a filesystem (f_type %#x) where audits do not use inotify", fs.Type)
+	}
 }
 
 // quiesce audits until an audit passes without a full audit (the store's
@@ -389,5 +404,70 @@ func TestAuditWatchKeepsEntryWatches(t *testing.T) {
 	w.mu.Unlock()
 	if kept || kept2 {
 		t.Fatal("a lost entry watch is still recorded")
+	}
+}
+func TestStoreAuditUsesTheWatch(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	dir := filepath.Join(base, "outbox")
+	mkdir(t, dir)
+	skipUnlessWatchable(t, dir)
+	s, err := Open(context.Background(), dir, Options{Database: testDatabase, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := s.fs.(custodyFS).watch
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		before := w.fullAudits()
+		if err := s.Audit(); err != nil {
+			t.Fatal(err)
+		}
+		if w.fullAudits() == before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("every Store.Audit is a full one")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.mu.Lock()
+	armed := w.fd >= 0
+	w.mu.Unlock()
+	if !armed {
+		t.Fatal("Store.Audit armed no watch")
+	}
+	writeFile(t, filepath.Join(dir, StoreDirName, "000999.sst"), 0o644)
+	if err := s.Audit(); !errors.Is(err, ErrCustody) {
+		t.Fatalf("Store.Audit after a change = %v, want ErrCustody", err)
+	}
+}
+
+// TestWatchOnlyOnLocalFilesystems: the watch is trusted on local
+// filesystems only; on a network or FUSE filesystem a change made by
+// another host raises no inotify event, so every audit stays full there.
+func TestWatchOnlyOnLocalFilesystems(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		magic int64
+		ok    bool
+	}{
+		{"ext4", unix.EXT4_SUPER_MAGIC, true},
+		{"xfs", unix.XFS_SUPER_MAGIC, true},
+		{"btrfs", unix.BTRFS_SUPER_MAGIC, true},
+		{"tmpfs", unix.TMPFS_MAGIC, true},
+		{"zfs", 0x2fc12fc1, true},
+		{"nfs", unix.NFS_SUPER_MAGIC, false},
+		{"cifs", unix.CIFS_SUPER_MAGIC, false},
+		{"smb2", unix.SMB2_SUPER_MAGIC, false},
+		{"fuse", unix.FUSE_SUPER_MAGIC, false},
+		{"ceph", unix.CEPH_SUPER_MAGIC, false},
+		{"9p", unix.V9FS_MAGIC, false},
+		{"overlayfs", unix.OVERLAYFS_SUPER_MAGIC, false},
+	} {
+		if got := watchable(c.magic); got != c.ok {
+			t.Errorf("%s: watchable = %v, want %v", c.name, got, c.ok)
+		}
 	}
 }

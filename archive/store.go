@@ -151,7 +151,7 @@ func (s *Store) Audit() error {
 	if !s.realFS {
 		return nil
 	}
-	exists, err := Audit(s.dir)
+	exists, err := auditOpen(s.fs, s.dir)
 	if err == nil && !exists {
 		// The outbox directory is in order but the open store's directory
 		// is gone: writes would land in unlinked files.
