@@ -513,12 +513,8 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			if v, ok := sum(ss, "go_memstats_heap_inuse_bytes", nil); ok {
 				s.HeapInUse = v
 			}
-			// The soak's one database: its primary reports the primaries'
-			// cache, its archive the archives' cache.
-			for _, store := range []string{"primary", "archive"} {
-				if v, ok := sum(ss, "riffdb_pebble_block_cache_size_bytes", map[string]string{"riffdb_store": store}); ok {
-					s.BlockCache += v
-				}
+			if v, ok := blockCaches(ss); ok {
+				s.BlockCache = v
 			}
 			if lag, err := histogramOf(ss, loadtest.LagMetric, nil); err == nil && elapsed > 0 {
 				s.Lag = lag.sub(prevLag)

@@ -50,6 +50,19 @@ func sum(ss []series, name string, match map[string]string) (float64, bool) {
 	return total, found
 }
 
+// blockCaches returns the bytes in the server's block caches: the soak's one
+// database has one primary, which reports the primaries' cache, and one
+// archive, which reports the archives' cache. ok is false when neither
+// reports.
+func blockCaches(ss []series) (v float64, ok bool) {
+	for _, store := range []string{"primary", "archive"} {
+		if c, found := sum(ss, "riffdb_pebble_block_cache_size_bytes", map[string]string{"riffdb_store": store}); found {
+			v, ok = v+c, true
+		}
+	}
+	return v, ok
+}
+
 func matches(labels, match map[string]string) bool {
 	for k, v := range match {
 		if labels[k] != v {

@@ -485,3 +485,29 @@ func TestOpenTablesAreNotALeak(t *testing.T) {
 		t.Fatalf("descriptor growth outside tables met: %+v", d)
 	}
 }
+
+// TestBlockCachesAddTheTwoCaches: the primary's series is the primaries'
+// cache and the archive's the archives' cache; the sample is their sum, and
+// one of them alone still counts.
+func TestBlockCachesAddTheTwoCaches(t *testing.T) {
+	both := `riffdb_pebble_block_cache_size_bytes{riffdb_database="default",riffdb_store="primary"} 7e+06
+riffdb_pebble_block_cache_size_bytes{riffdb_database="default",riffdb_store="archive"} 5.4e+07
+`
+	for _, c := range []struct {
+		text string
+		want float64
+		ok   bool
+	}{
+		{both, 6.1e7, true},
+		{strings.SplitAfter(both, "\n")[1], 5.4e7, true},
+		{"go_goroutines 3\n", 0, false},
+	} {
+		ss, err := parseExposition(strings.NewReader(c.text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := blockCaches(ss); v != c.want || ok != c.ok {
+			t.Errorf("blockCaches of %q = %v, %v; want %v, %v", c.text, v, ok, c.want, c.ok)
+		}
+	}
+}
