@@ -273,28 +273,34 @@ func checkStoreEntries(sfd int, allocated *int64, w *auditWatch) error {
 		return err
 	}
 	euid := os.Geteuid()
+	// check lstats the entry n into st and checks it; gone is true for an
+	// entry that no longer exists (Pebble deletes obsolete files).
+	check := func(n string, st *unix.Stat_t) (gone bool, err error) {
+		if err := unix.Fstatat(sfd, n, st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return true, nil
+			}
+			return false, fmt.Errorf("archive: cannot stat a store file: %w", err)
+		}
+		return false, checkStoreFile(st, euid)
+	}
 	for _, n := range names {
 		var st unix.Stat_t
-		if err := unix.Fstatat(sfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue
-			}
-			return fmt.Errorf("archive: cannot stat a store file: %w", err)
-		}
-		if err := checkStoreFile(&st, euid); err != nil {
+		gone, err := check(n, &st)
+		if err != nil {
 			return err
+		}
+		if gone {
+			continue
 		}
 		if w != nil && w.watchEntry(sfd, n, st.Ino) {
 			// Check again now that it is watched: a hard link made
 			// between the first check and the watch is seen here.
-			if err := unix.Fstatat(sfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					continue
-				}
-				return fmt.Errorf("archive: cannot stat a store file: %w", err)
-			}
-			if err := checkStoreFile(&st, euid); err != nil {
+			if gone, err = check(n, &st); err != nil {
 				return err
+			}
+			if gone {
+				continue
 			}
 		}
 		*allocated += st.Blocks * 512
