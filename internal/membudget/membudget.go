@@ -34,9 +34,10 @@
 //     background scrub and its readers go through all of it, once per
 //     pass: in one cache with the primaries those cold blocks would push
 //     out the primaries' working set, and fill the whole cache over hours
-//     of a long-lived archive. Kept apart, the scans recycle the archives'
-//     eighth within minutes, and the primaries' cache holds what commands
-//     and delivery read.
+//     of a long-lived archive. Kept apart, the scans fill only the
+//     archives' eighth (13 minutes into the 60-minute soak) and then
+//     recycle it, and the primaries' cache holds what commands and
+//     delivery read.
 //
 // The budget bounds the storage engines' memory. It does not bound the Go
 // heap (requests in flight, the undelivered index, telemetry), which comes
