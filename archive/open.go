@@ -55,6 +55,7 @@ type Options struct {
 	ScrubReadTimeout time.Duration
 	// MinFreeBytes is the free-space guard: a write is refused with
 	// ErrCapacity when the filesystem would keep less free space than this.
+	// Space taken by anything else is seen within 100 ms (checkFreeSpace).
 	// 0 means DefaultMinFreeBytes; a negative value disables the guard.
 	MinFreeBytes int64
 	// FS is the filesystem. nil means the real filesystem with the custody
