@@ -21,6 +21,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/cmalloc"
 	"github.com/riffdb/riffdb/internal/membudget"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/telemetry"
@@ -144,7 +145,8 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	s.log.Info("storage memory budget divided", zap.Int64("budget_bytes", s.memory.Budget),
 		zap.Int64("block_cache_bytes", s.memory.CacheBytes), zap.Int64("primary_block_cache_bytes", s.memory.PrimaryCacheBytes),
 		zap.Int64("archive_block_cache_bytes", s.memory.ArchiveCacheBytes), zap.Uint64("primary_memtable_bytes", s.memory.PrimaryMemTable),
-		zap.Uint64("archive_memtable_bytes", s.memory.ArchiveMemTable), zap.Int64("engine_bytes_at_most", s.memory.EngineBytes))
+		zap.Uint64("archive_memtable_bytes", s.memory.ArchiveMemTable), zap.Int64("engine_bytes_at_most", s.memory.EngineBytes),
+		zap.String("c_allocator", cmalloc.Setting()))
 	for _, dc := range cfg.Databases {
 		d, err := s.openDatabase(ctx, dc)
 		if err != nil {
