@@ -488,7 +488,8 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 	var samples []Sample
 	take := func(elapsed time.Duration) error {
 		s := Sample{Elapsed: elapsed, RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue, Tables: nanValue,
-			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue}
+			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue,
+			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
 		}
@@ -506,6 +507,22 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			}
 			if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "archive"}); ok {
 				s.DebtArchive = v
+			}
+			for _, c := range []struct {
+				name  string
+				store string
+				into  *float64
+			}{
+				{"riffdb_pebble_compactions_total", "primary", &s.CompactionsPrimary},
+				{"riffdb_pebble_compactions_total", "archive", &s.CompactionsArchive},
+				{"riffdb_pebble_wal_fsyncs_total", "primary", &s.FsyncsPrimary},
+				{"riffdb_pebble_wal_fsyncs_total", "archive", &s.FsyncsArchive},
+				{"riffdb_pebble_wal_fsync_time_seconds_total", "primary", &s.FsyncSecondsPrimary},
+				{"riffdb_pebble_wal_fsync_time_seconds_total", "archive", &s.FsyncSecondsArchive},
+			} {
+				if v, ok := sum(ss, c.name, map[string]string{"riffdb_store": c.store}); ok {
+					*c.into = v
+				}
 			}
 			if v, ok := sum(ss, "riffdb_pebble_memtable_size_bytes", nil); ok {
 				s.Memtables = v

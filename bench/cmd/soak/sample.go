@@ -45,6 +45,15 @@ type Sample struct {
 	// Requests is the number of requests the load generator completed so
 	// far, every command together.
 	Requests float64
+	// Compactions*, Fsyncs* and FsyncSeconds* are the cumulative
+	// riffdb_pebble_compactions_total, riffdb_pebble_wal_fsyncs_total and
+	// riffdb_pebble_wal_fsync_time_seconds_total of each store: their
+	// change between rows says which intervals compacted, and how long the
+	// intervals' WAL syncs took on average, next to the lag of the same
+	// interval.
+	CompactionsPrimary, CompactionsArchive   float64
+	FsyncsPrimary, FsyncsArchive             float64
+	FsyncSecondsPrimary, FsyncSecondsArchive float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -65,6 +74,7 @@ func (s Sample) LagP(q float64) float64 {
 // fixedColumns are the CSV columns before the lag buckets.
 var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", "open_sockets", "open_tables",
 	"compaction_debt_primary_bytes", "compaction_debt_archive_bytes", "memtable_bytes", "heap_inuse_bytes", "block_cache_bytes", "pending", "requests",
+	"compactions_primary", "compactions_archive", "wal_fsyncs_primary", "wal_fsyncs_archive", "wal_fsync_seconds_primary", "wal_fsync_seconds_archive",
 	"lag_count", "lag_p50_ms", "lag_p99_ms"}
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in
@@ -118,6 +128,7 @@ func (c *csvWriter) Write(s Sample) error {
 	}
 	row := []string{strconv.FormatFloat(s.Elapsed.Seconds(), 'f', 3, 64), cell(s.RSSBytes), cell(s.Goroutines),
 		cell(s.OpenFDs), cell(s.Sockets), cell(s.Tables), cell(s.DebtPrimary), cell(s.DebtArchive), cell(s.Memtables), cell(s.HeapInUse), cell(s.BlockCache), cell(s.Pending), cell(s.Requests),
+		cell(s.CompactionsPrimary), cell(s.CompactionsArchive), cell(s.FsyncsPrimary), cell(s.FsyncsArchive), cell(s.FsyncSecondsPrimary), cell(s.FsyncSecondsArchive),
 		cell(lagCount), cell(round3(s.LagP(0.5))), cell(round3(s.LagP(0.99)))}
 	for _, b := range c.bounds {
 		v := math.NaN()
@@ -175,7 +186,8 @@ func readCSV(r io.Reader) ([]Sample, error) {
 		}
 		s := Sample{Elapsed: time.Duration(math.Round(v[0] * float64(time.Second))), RSSBytes: v[1], Goroutines: v[2],
 			OpenFDs: v[3], Sockets: v[4], Tables: v[5], DebtPrimary: v[6], DebtArchive: v[7], Memtables: v[8], HeapInUse: v[9], BlockCache: v[10],
-			Pending: v[11], Requests: v[12]}
+			Pending: v[11], Requests: v[12], CompactionsPrimary: v[13], CompactionsArchive: v[14], FsyncsPrimary: v[15], FsyncsArchive: v[16],
+			FsyncSecondsPrimary: v[17], FsyncSecondsArchive: v[18]}
 		for k, b := range bounds {
 			x := v[len(fixedColumns)+k]
 			if math.IsNaN(x) {

@@ -139,7 +139,8 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 	for t := time.Duration(0); t <= total; t += 10 * time.Second {
 		x := t.Seconds()
 		s := Sample{Elapsed: t, RSSBytes: rss(x), Goroutines: gor(x), OpenFDs: fds(x), Sockets: 5, DebtPrimary: 1 << 20,
-			DebtArchive: 2 << 20, Memtables: 4 << 20, HeapInUse: 6 << 20, BlockCache: 7 << 20, Pending: 3, Requests: x * 10, Tables: 8}
+			DebtArchive: 2 << 20, Memtables: 4 << 20, HeapInUse: 6 << 20, BlockCache: 7 << 20, Pending: 3, Requests: x * 10, Tables: 8,
+			CompactionsPrimary: x / 10, CompactionsArchive: x / 5, FsyncsPrimary: x, FsyncsArchive: 2 * x, FsyncSecondsPrimary: x / 1000, FsyncSecondsArchive: x / 500}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -165,10 +166,10 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 	head, _, _ := strings.Cut(buf.String(), "\n")
-	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf"; head != want {
+	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
-	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,100,1,") {
+	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
 		t.Fatalf("row of 10 s not as expected:\n%s", buf.String())
 	}
 	got, err := readCSV(&buf)
@@ -184,7 +185,9 @@ func TestCSVRoundTrip(t *testing.T) {
 		if a.Elapsed != b.Elapsed || !same(a.RSSBytes, b.RSSBytes) || !same(a.Goroutines, b.Goroutines) ||
 			!same(a.OpenFDs, b.OpenFDs) || !same(a.Sockets, b.Sockets) || !same(a.DebtPrimary, b.DebtPrimary) || !same(a.DebtArchive, b.DebtArchive) || !same(a.Memtables, b.Memtables) ||
 			!same(a.HeapInUse, b.HeapInUse) || !same(a.BlockCache, b.BlockCache) ||
-			!same(a.Pending, b.Pending) || !same(a.Requests, b.Requests) || (a.Lag == nil) != (b.Lag == nil) {
+			!same(a.Pending, b.Pending) || !same(a.Requests, b.Requests) || !same(a.CompactionsPrimary, b.CompactionsPrimary) ||
+			!same(a.CompactionsArchive, b.CompactionsArchive) || !same(a.FsyncsPrimary, b.FsyncsPrimary) || !same(a.FsyncsArchive, b.FsyncsArchive) ||
+			!same(a.FsyncSecondsPrimary, b.FsyncSecondsPrimary) || !same(a.FsyncSecondsArchive, b.FsyncSecondsArchive) || (a.Lag == nil) != (b.Lag == nil) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
