@@ -146,6 +146,12 @@ func (c *csvWriter) Write(s Sample) error {
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
+// recorded rounds a sample's time to the CSV's resolution (milliseconds),
+// so that a soak evaluated from its CSV (-from-csv) puts every sample in the
+// same window as the run did: a sample taken 0.4 ms after a window's edge
+// is written as the edge itself.
+func recorded(elapsed time.Duration) time.Duration { return elapsed.Round(time.Millisecond) }
+
 // readCSV reads samples written by csvWriter. The derived columns (lag
 // count and percentiles) are ignored: they are recomputed from the buckets.
 func readCSV(r io.Reader) ([]Sample, error) {

@@ -331,6 +331,59 @@ func TestBlockCacheFillIsNotALeak(t *testing.T) {
 	}
 }
 
+// TestOutsideEnginesPrintedAsPercent: the memory outside the engines is
+// printed as its window means and their change in percent, the form of its
+// limit, like RSS; not as a trend's first and last sample.
+func TestOutsideEnginesPrintedAsPercent(t *testing.T) {
+	total := 5 * time.Minute
+	samples := synthetic(total, flat(100<<20), flat(60), flat(30), steadyLag)
+	for i := range samples {
+		samples[i].RSSBytes += samples[i].Elapsed.Seconds() / 300 * (8 << 20)
+	}
+	var buf bytes.Buffer
+	writeTargets(&buf, evaluate(samples, total), windowsFor(total))
+	var line string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "memory outside the engines") {
+			line = l
+		}
+	}
+	m := targetsByName(evaluate(samples, total))["memory"]
+	want := fmt.Sprintf("%.1f MiB vs baseline %8.1f MiB: %+.1f%% (target ≤ +10%%) met", m.Value, m.Baseline, m.Ratio*100)
+	if m.Ratio < 0.02 || !strings.Contains(line, want) {
+		t.Fatalf("outside the engines printed as %q, want %q (ratio %v)", line, want, m.Ratio)
+	}
+}
+
+// TestReplayEvaluatesLikeTheRun: targets evaluated from the CSV equal the
+// run's own, even for samples taken a fraction of a millisecond after a
+// window's edge.
+func TestReplayEvaluatesLikeTheRun(t *testing.T) {
+	total := 5 * time.Minute
+	samples := synthetic(total, func(x float64) float64 { return 100<<20 + x*x*10 }, flat(30), flat(20), steadyLag)
+	for i := range samples {
+		samples[i].Elapsed = recorded(samples[i].Elapsed + 400*time.Microsecond)
+		samples[i].RSSBytes += float64(i%7) * (1 << 20)
+	}
+	var buf bytes.Buffer
+	w := newCSVWriter(&buf, []float64{0.001, 0.01, 0.1, math.Inf(1)})
+	for _, s := range samples {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replayed, err := readCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run, replay bytes.Buffer
+	writeTargets(&run, evaluate(samples, total), windowsFor(total))
+	writeTargets(&replay, evaluate(replayed, total), windowsFor(total))
+	if run.String() != replay.String() {
+		t.Fatalf("run:\n%s\nreplay:\n%s", run.String(), replay.String())
+	}
+}
+
 func TestDurationLabel(t *testing.T) {
 	for d, want := range map[time.Duration]string{time.Hour: "60m", 5 * time.Minute: "5m", 90 * time.Second: "1m30s"} {
 		if got := durationLabel(d); got != want {

@@ -260,7 +260,7 @@ func writeTargets(out io.Writer, targets []Target, w Windows) {
 		}
 		var line strings.Builder
 		switch {
-		case strings.HasPrefix(t.Name, "RSS"):
+		case t.Unit == "MiB":
 			fmt.Fprintf(&line, "  %-52s %8.1f %s vs baseline %8.1f %s: %+.1f%% (target %s) %s", t.Name, t.Value, t.Unit,
 				t.Baseline, t.Unit, t.Ratio*100, t.Limit, verdict)
 		case strings.HasPrefix(t.Name, "open table files"):
