@@ -18,8 +18,10 @@
 // So a process that imports this package asks glibc, before any store is
 // opened, for one arena (mallopt M_ARENA_MAX = 1). Pebble's C allocations are
 // blocks read on a cache miss, after a read from the disk, and memtables a
-// few times a minute, so one arena's lock costs nothing measurable; the Go
-// heap, where everything else lives, is not affected. An operator who sets
+// few times a minute: 0.1 % of the CPU samples of a 4-database delivery
+// benchmark with one arena or with eight, so one arena's lock is not on the
+// delivery path (docs/benchmarks.md, "One memory budget"); the Go heap, where
+// everything else lives, is not affected. An operator who sets
 // MALLOC_ARENA_MAX or a glibc.malloc.arena_max tunable (GLIBC_TUNABLES)
 // keeps that choice. Without cgo, or with a C library other than glibc, Pebble
 // uses the Go heap or this package does nothing; Setting says which.
