@@ -3,7 +3,11 @@
 package cmalloc
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -15,6 +19,15 @@ func TestOneArenaWhateverThreadAllocates(t *testing.T) {
 	if Setting() != OneArena {
 		t.Skipf("the C allocator was not limited here: %s", Setting())
 	}
+	n := arenasAfterEightThreads()
+	if n != 1 {
+		t.Fatalf("glibc reports %d malloc arenas after eight threads allocated at once, want 1", n)
+	}
+}
+
+// arenasAfterEightThreads has eight OS threads allocate at once and returns
+// the number of arenas glibc reports while they hold their threads.
+func arenasAfterEightThreads() int {
 	var ready, done sync.WaitGroup
 	release := make(chan struct{})
 	for range 8 {
@@ -33,7 +46,42 @@ func TestOneArenaWhateverThreadAllocates(t *testing.T) {
 	n := arenas()
 	close(release)
 	done.Wait()
-	if n != 1 {
-		t.Fatalf("glibc reports %d malloc arenas after eight threads allocated at once, want 1", n)
+	return n
+}
+
+// TestOperatorChoiceIsKept: with MALLOC_ARENA_MAX or a glibc.malloc.arena_max
+// tunable in the environment, the process keeps the operator's setting
+// (more than one arena here) and says so. Each case runs this test binary
+// again with the variable set, since the setting is made when it loads.
+func TestOperatorChoiceIsKept(t *testing.T) {
+	if os.Getenv("RIFF_CMALLOC_REPORT") != "" {
+		fmt.Printf("setting=%q arenas=%d\n", Setting(), arenasAfterEightThreads())
+		return
+	}
+	if Setting() != OneArena {
+		t.Skipf("the C allocator was not limited here: %s", Setting())
+	}
+	for _, c := range []struct{ env, setting string }{
+		{"MALLOC_ARENA_MAX=4", "malloc arenas left to MALLOC_ARENA_MAX"},
+		{"GLIBC_TUNABLES=glibc.malloc.arena_max=4", "malloc arenas left to GLIBC_TUNABLES"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestOperatorChoiceIsKept$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "RIFF_CMALLOC_REPORT=1", c.env)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.env, err, out)
+		}
+		var setting string
+		var n int
+		line := string(out)
+		if i := strings.Index(line, "setting="); i >= 0 {
+			line = line[i:]
+		}
+		if _, err := fmt.Sscanf(line, "setting=%q arenas=%d", &setting, &n); err != nil {
+			t.Fatalf("%s: no report in %q: %v", c.env, out, err)
+		}
+		if setting != c.setting || n < 2 {
+			t.Errorf("%s: setting %q with %d arenas, want %q with more than one", c.env, setting, n, c.setting)
+		}
 	}
 }
