@@ -153,10 +153,17 @@ func TestDescriptorExhaustion(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 
-	// (a) The first command issued after the release that succeeded ended
-	// within 2 s of it, and every command issued after that one succeeded.
+	// (a) Commands resume within 2 s of the release and keep succeeding:
+	// the recovery is the later of the first success after the release
+	// and the end of the last failure of a command issued after the
+	// release, and it comes within 2 s. A command
+	// that overlaps the server's closing of the ~600 released connections
+	// may still meet the cap for a moment after another command already
+	// got through (its connection accepted and closed at once); after the
+	// recovery, none fails.
 	var first *outcome
 	var maxAcked uint64
+	var lastFailure time.Time
 	failedDuringHold, heldStart := 0, released.Add(-3*time.Second)
 	for i := range outcomes {
 		o := &outcomes[i]
@@ -164,6 +171,9 @@ func TestDescriptorExhaustion(t *testing.T) {
 			maxAcked = max(maxAcked, o.seq)
 		} else if o.start.After(heldStart) && o.start.Before(released) {
 			failedDuringHold++
+		}
+		if o.err != nil && o.start.After(released) && o.end.After(lastFailure) {
+			lastFailure = o.end
 		}
 		if o.err == nil && o.start.After(released) && (first == nil || o.end.Before(first.end)) {
 			first = o
@@ -173,13 +183,17 @@ func TestDescriptorExhaustion(t *testing.T) {
 	if first == nil {
 		t.Fatal("no command succeeded after the release")
 	}
-	t.Logf("first command after the release succeeded %v after it", first.end.Sub(released))
-	if d := first.end.Sub(released); d > 2*time.Second {
-		t.Errorf("the first command after the release succeeded %v after it, want within 2s", d)
+	recovered := first.end
+	if lastFailure.After(recovered) {
+		recovered = lastFailure
 	}
-	for _, o := range outcomes {
-		if o.start.After(first.end) && o.err != nil {
-			t.Errorf("a command issued %v after the recovery failed: %v", o.start.Sub(first.end), o.err)
+	t.Logf("first command after the release succeeded %v after it; recovered (no failure since) %v after it", first.end.Sub(released), recovered.Sub(released))
+	if d := recovered.Sub(released); d > 2*time.Second {
+		t.Errorf("commands kept failing until %v after the release, want every command to succeed within 2s of it", d)
+		for _, o := range outcomes {
+			if o.err != nil && o.start.After(released) {
+				t.Logf("failed %v after the release: %v", o.start.Sub(released), o.err)
+			}
 		}
 	}
 
