@@ -156,11 +156,11 @@ func TestDescriptorExhaustion(t *testing.T) {
 	// (a) Commands resume within 2 s of the release and keep succeeding:
 	// the recovery is the later of the first success after the release
 	// and the end of the last failure of a command issued after the
-	// release, and it comes within 2 s. A command
-	// that overlaps the server's closing of the ~600 released connections
-	// may still meet the cap for a moment after another command already
-	// got through (its connection accepted and closed at once); after the
-	// recovery, none fails.
+	// release, and it comes within 2 s. A command that overlaps the
+	// server's closing of the ~600 released connections may still meet
+	// the cap for a moment after another command already got through (its
+	// connection accepted and closed at once); after the recovery, none
+	// fails.
 	var first *outcome
 	var maxAcked uint64
 	var lastFailure time.Time

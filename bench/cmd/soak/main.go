@@ -502,17 +502,13 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			if v, ok := sum(ss, "go_goroutines", nil); ok {
 				s.Goroutines = v
 			}
-			if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "primary"}); ok {
-				s.DebtPrimary = v
-			}
-			if v, ok := sum(ss, "riffdb_pebble_compaction_debt_bytes", map[string]string{"riffdb_store": "archive"}); ok {
-				s.DebtArchive = v
-			}
 			for _, c := range []struct {
 				name  string
 				store string
 				into  *float64
 			}{
+				{"riffdb_pebble_compaction_debt_bytes", "primary", &s.DebtPrimary},
+				{"riffdb_pebble_compaction_debt_bytes", "archive", &s.DebtArchive},
 				{"riffdb_pebble_compactions_total", "primary", &s.CompactionsPrimary},
 				{"riffdb_pebble_compactions_total", "archive", &s.CompactionsArchive},
 				{"riffdb_pebble_wal_fsyncs_total", "primary", &s.FsyncsPrimary},
