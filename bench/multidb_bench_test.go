@@ -3,12 +3,15 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/internal/procs"
 	"github.com/riffdb/riffdb/server"
 )
 
@@ -43,6 +46,13 @@ const rawSlice = time.Second
 //     append+fdatasync writers (one file each, in the same directory),
 //     run for a second right before and a second right after the drain:
 //     delivered_vs_raw is the ratio the target holds at ≥ 0.8.
+//   - the engine's limit: N bare Pebble stores (barePebble: the archive's
+//     WAL handling, one goroutine per store committing one synced
+//     archive-sized Set at a time, as delivery commits one event at a
+//     time) for a second before the server opens and a second after it
+//     stopped: pebble_vs_raw is how much of N raw writers one synced
+//     commit at a time per store reaches on its own, delivered_vs_pebble
+//     how much of that riffdb's delivery keeps.
 //   - commits: commandClients clients per database send one-event commands
 //     over HTTP for commitSlice; commits/s is summed over the databases
 //     (delivery runs meanwhile, as in production). *_cpu_util is the
@@ -71,9 +81,15 @@ const (
 )
 
 func benchMultiDB(b *testing.B, n int) {
+	// The whole benchmark, baselines included, runs with the GOMAXPROCS
+	// the server sets for n databases (server.New sets it again): the raw
+	// writers' and bare stores' goroutines block in fdatasync like the
+	// stores' do, and get the same Ps.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	goProcs, _ := procs.Set(n)
 	perDB := multiDBEvents(n)
-	var rawOps, delivered, commits int
-	var rawTime, drainTime, commitTime time.Duration
+	var rawOps, bareOps, delivered, commits int
+	var rawTime, bareTime, drainTime, commitTime time.Duration
 	var drainCPU, commitCPU cpuMeter
 	var primarySyncs, archiveSyncs float64
 	var usage diskUsage
@@ -84,9 +100,12 @@ func benchMultiDB(b *testing.B, n int) {
 		in.preload(b, perDB)
 		ops, el := rawWriters(b, in.root, n, rawSlice)
 		rawOps, rawTime = rawOps+ops, rawTime+el
+		ops, el = barePebble(b, in.root, n, rawSlice)
+		bareOps, bareTime = bareOps+ops, bareTime+el
 		s := in.open(b)
 		b.StartTimer()
 		drainCPU.start(b)
+		stopProfile := drainProfile(b, n)
 		start := time.Now()
 		if err := s.Start(context.Background()); err != nil {
 			b.Fatal(err)
@@ -95,6 +114,7 @@ func benchMultiDB(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		drainTime += time.Since(start)
+		stopProfile()
 		drainCPU.stop(b)
 		delivered += n * perDB
 		b.StopTimer()
@@ -127,13 +147,20 @@ func benchMultiDB(b *testing.B, n int) {
 			usage = usage.plus(usageOf(b, d.Path)).plus(usageOf(b, d.Outbox.Directory))
 			data += byDB[d.Alias]
 		}
+		ops, el = barePebble(b, in.root, n, rawSlice)
+		bareOps, bareTime = bareOps+ops, bareTime+el
 		b.StartTimer()
 	}
 	cores := float64(runtime.NumCPU())
 	rate, raw := float64(delivered)/drainTime.Seconds(), float64(rawOps)/rawTime.Seconds()
+	b.ReportMetric(float64(goProcs), "procs")
 	b.ReportMetric(rate, "delivered_events/s")
 	b.ReportMetric(raw, "raw_events/s")
 	b.ReportMetric(rate/raw, "delivered_vs_raw")
+	bare := float64(bareOps) / bareTime.Seconds()
+	b.ReportMetric(bare, "pebble_events/s")
+	b.ReportMetric(bare/raw, "pebble_vs_raw")
+	b.ReportMetric(rate/bare, "delivered_vs_pebble")
 	b.ReportMetric(drainCPU.procSum.Seconds()/drainTime.Seconds()/cores, "delivery_cpu_util")
 	b.ReportMetric(drainCPU.machine(), "delivery_machine_cpu_util")
 	b.ReportMetric(float64(drainCPU.procSum.Microseconds())/float64(delivered), "cpu_us/event")
@@ -304,4 +331,30 @@ func waitArchivesOpen(in *multiInstall, deadline time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// drainProfile starts a CPU profile of the drain alone when
+// RIFFDB_DRAIN_PROFILE names a directory: the profile of the whole
+// benchmark (-test.cpuprofile) mixes in the preload, the raw writers and
+// the commit load. It writes drain-n<N>.pprof there (the last iteration's)
+// and returns the function that stops it.
+func drainProfile(tb testing.TB, n int) func() {
+	tb.Helper()
+	dir := os.Getenv("RIFFDB_DRAIN_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("drain-n%d.pprof", n)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }

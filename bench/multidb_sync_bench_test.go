@@ -62,19 +62,10 @@ func benchParallelSync(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
-	stores := make([]*pebble.DB, n)
-	for i := range n {
-		db, err := pebble.Open(filepath.Join(dir, fmt.Sprintf("store-%02d", i)), &pebble.Options{
-			FS: walfill.New(vfs.Default), Cleaner: walfill.Cleaner{}, FormatMajorVersion: pebble.FormatValueSeparation, MemTableSize: 2 << 20})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		stores[i] = db
-	}
-	buf, value := make([]byte, 128), make([]byte, 1100)
+	stores := openBareStores(b, dir, n)
+	defer closeBareStores(b, stores)
+	buf := make([]byte, 128)
 	offsets := make([]int64, n)
-	var key atomic.Uint64
 	ws := []bench.Workload{
 		{Name: "append", Run: perStream(n, func(i int) error {
 			if _, err := appendFiles[i].Write(buf); err != nil {
@@ -89,9 +80,7 @@ func benchParallelSync(b *testing.B, n int) {
 			offsets[i] = (offsets[i] + int64(len(buf))) % (zeroFilled - int64(len(buf)))
 			return unix.Fdatasync(int(overwriteFiles[i].Fd()))
 		})},
-		{Name: "pebble", Run: perStream(n, func(i int) error {
-			return stores[i].Set(fmt.Appendf(nil, "k%016d", key.Add(1)), value, pebble.Sync)
-		})},
+		{Name: "pebble", Run: bareCommits(stores)},
 	}
 	total := make([]bench.Rate, len(ws))
 	for b.Loop() {
@@ -137,4 +126,64 @@ func perStream(n int, op func(i int) error) func(d time.Duration) (int, error) {
 		}
 		return int(ops.Load()), nil
 	}
+}
+
+// openBareStores opens n Pebble stores under dir (store-00, store-01, ...)
+// with the archive's WAL handling (walfill.New, walfill.Cleaner), its
+// format and a 2 MiB memtable: an archive without the archive.
+func openBareStores(tb testing.TB, dir string, n int) []*pebble.DB {
+	tb.Helper()
+	stores := make([]*pebble.DB, n)
+	for i := range n {
+		db, err := pebble.Open(filepath.Join(dir, fmt.Sprintf("store-%02d", i)), &pebble.Options{
+			FS: walfill.New(vfs.Default), Cleaner: walfill.Cleaner{}, FormatMajorVersion: pebble.FormatValueSeparation, MemTableSize: 2 << 20})
+		if err != nil {
+			closeBareStores(tb, stores[:i])
+			tb.Fatal(err)
+		}
+		stores[i] = db
+	}
+	return stores
+}
+
+func closeBareStores(tb testing.TB, stores []*pebble.DB) {
+	tb.Helper()
+	for _, db := range stores {
+		if err := db.Close(); err != nil {
+			tb.Error(err)
+		}
+	}
+}
+
+// bareCommits returns a Workload.Run in which one goroutine per store
+// commits a synced 1,100-byte Set at a time (about an archive record): an
+// archive transaction without the archive's own work.
+func bareCommits(stores []*pebble.DB) func(d time.Duration) (int, error) {
+	value := make([]byte, 1100)
+	var key atomic.Uint64
+	return perStream(len(stores), func(i int) error {
+		return stores[i].Set(fmt.Appendf(nil, "k%016d", key.Add(1)), value, pebble.Sync)
+	})
+}
+
+// barePebble opens n bare stores in a new directory under dir (see
+// openBareStores), runs bareCommits for about d, removes them, and returns
+// the commits completed and the elapsed time: what n stores reach with one
+// synced Pebble commit at a time each, on the same disk.
+func barePebble(tb testing.TB, dir string, n int, d time.Duration) (int, time.Duration) {
+	tb.Helper()
+	sub, err := os.MkdirTemp(dir, "bare-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer os.RemoveAll(sub)
+	stores := openBareStores(tb, sub, n)
+	defer closeBareStores(tb, stores)
+	start := time.Now()
+	ops, err := bareCommits(stores)(d)
+	elapsed := time.Since(start)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ops, elapsed
 }

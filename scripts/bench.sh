@@ -61,10 +61,13 @@ run -bench '^BenchmarkDeliveryWithScrub$' -benchtime 5x ./server/
 run -bench '^BenchmarkCommitDuringBackup$' -benchtime 4x ./backup/
 # 10. Many databases in one process: N = 1, 4, 16, 32 delivering next to N
 #    raw writers (paired), commits/s and CPU, disk per database against its
-#    data; peak RSS with 32 busy databases; N parallel sync streams; the
-#    primary's WAL handling before and after the disk fix (interleaved).
+#    data; bare Pebble stores next to the same raw writers; the server's
+#    GOMAXPROCS against the runtime's default (interleaved); peak RSS with
+#    32 busy databases; N parallel sync streams; the primary's WAL handling
+#    before and after the disk fix (interleaved).
 run -bench '^BenchmarkParallelSync$' -benchtime 1x ./bench/
 run -bench '^BenchmarkMultiDB$' -benchtime 1x ./bench/
+run -bench '^BenchmarkMultiDBProcs$' -benchtime 1x ./bench/
 run -bench '^BenchmarkMultiDBMemory$' -benchtime 1x ./bench/
 run -bench '^BenchmarkWALSpace$' -benchtime 1x ./primary/
 end=$(date +%s)

@@ -279,6 +279,10 @@ func report(r results) []row {
 		rows = append(rows,
 			pairedRow("10 databases", n+" databases: delivered", "events/s", r.get(m, "delivered_events/s"),
 				n+" raw writers", r.get(m, "raw_events/s"), r.get(m, "delivered_vs_raw"), 0.8, true),
+			pairedRow("10 databases", n+" bare Pebble stores, one synced commit each", "events/s", r.get(m, "pebble_events/s"),
+				n+" raw writers", r.get(m, "raw_events/s"), r.get(m, "pebble_vs_raw"), math.NaN(), true),
+			pairedRow("10 databases", n+" databases: delivered", "events/s", r.get(m, "delivered_events/s"),
+				n+" bare Pebble stores", r.get(m, "pebble_events/s"), r.get(m, "delivered_vs_pebble"), math.NaN(), true),
 			infoRow("10 databases", n+" databases: machine CPU busy (drain)", "fraction", r.get(m, "delivery_machine_cpu_util")),
 			infoRow("10 databases", n+" databases: CPU per delivered event", "µs", r.get(m, "cpu_us/event")),
 			infoRow("10 databases", n+" databases: commits summed", "commits/s", r.get(m, "commits/s")),
@@ -286,6 +290,17 @@ func report(r results) []row {
 			ratioRow("10 databases", n+" databases: disk allocated per database", "MiB", r.get(m, "allocated_MiB/db"),
 				"2 × data per database", 2*r.get(m, "data_MiB/db"), math.NaN(), false),
 			ruledValue("10 databases", n+" databases: allocated − 2 × data per database", "MiB", r.get(m, "over_2x_data_MiB/db"), 3),
+		)
+	}
+	for _, n := range []string{"4", "16", "32"} {
+		pr := "bench.MultiDBProcs/n=" + n
+		procs := fmt.Sprintf("GOMAXPROCS %s", num(r.get(pr, "procs")))
+		def := fmt.Sprintf("GOMAXPROCS %s", num(r.get(pr, "default_procs")))
+		rows = append(rows,
+			pairedRow("10 databases", n+" databases: delivered, "+procs, "events/s", r.get(pr, "procs_delivered_events/s"),
+				def, r.get(pr, "default_delivered_events/s"), r.get(pr, "delivered_procs_vs_default"), math.NaN(), true),
+			pairedRow("10 databases", n+" databases: commits summed, "+procs, "commits/s", r.get(pr, "procs_commits/s"),
+				def, r.get(pr, "default_commits/s"), r.get(pr, "commits_procs_vs_default"), math.NaN(), true),
 		)
 	}
 	const mm = "bench.MultiDBMemory"
