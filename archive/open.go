@@ -293,6 +293,10 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 		_ = s.closeDB()
 		return false, err
 	}
+	if s.last, err = s.lastRecordKey(ctx); err != nil {
+		_ = s.closeDB()
+		return false, err
+	}
 	return create, nil
 }
 

@@ -70,7 +70,7 @@ type Store struct {
 	inst      *instanceFS
 	abandoned bool
 
-	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey and adv
+	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv and last
 	acct accounting
 	// free is the free-space guard's last measurement (checkFreeSpace).
 	free freeSpace
@@ -80,6 +80,10 @@ type Store struct {
 	ckpt    checkpoint
 	ckptKey []byte
 	adv     *advance
+	// last is the greatest record key in the store (nil: none), read at
+	// Open and raised by every Accept that stores a record: a key beyond it
+	// cannot be in the store, so Accept does not look it up (accept.go).
+	last []byte
 	// ckptMu serializes Checkpoint calls (Close's final one included).
 	ckptMu sync.Mutex
 	// ckptRecords and ckptBytes mirror ckpt.acct for CheckpointDue.
