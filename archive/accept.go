@@ -51,7 +51,8 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 }
 
 // Accept archives record (the exact stored-event bytes) under key in one
-// archive transaction. Under the single-writer mutex it reads the key: equal
+// archive transaction. Under the single-writer mutex it reads the key (a key
+// beyond the greatest in the store cannot be there, and is not read): equal
 // bytes already archived → Duplicate, nothing written; different bytes →
 // ErrConflict. A new record must fit the quota and the free-space guard
 // (ErrCapacity); then the record and the updated accounting are committed in
