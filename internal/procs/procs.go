@@ -19,7 +19,9 @@
 // the runtime's monitor, decides which runnable thread gets a CPU. One
 // database keeps the CPU count: with 4 Ps on 2 CPUs its delivery was
 // 0.91–0.96× of that with 2 (interleaved, three runs; why is not
-// established). An operator who sets GOMAXPROCS keeps that
+// established). At two databases, 4 Ps against 2 gave 1.43×, 1.18× and
+// 1.22× the summed commits/s but 0.98×, 0.95× and 0.89× the delivery: the
+// formula favours commands there. An operator who sets GOMAXPROCS keeps that
 // choice.
 package procs
 
