@@ -197,20 +197,3 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	s.mon.committed(s, next)
 	return Stored, nil
 }
-
-// lastRecordKey returns the greatest record key in the store, or nil when it
-// holds no record: one reverse seek.
-func (s *Store) lastRecordKey(ctx context.Context) ([]byte, error) {
-	var last []byte
-	err := guarded(ctx, s.st, s.timeout, "reading the last archive key", false, func() error {
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordLower, UpperBound: recordUpper})
-		if err != nil {
-			return err
-		}
-		if it.Last() {
-			last = bytes.Clone(it.Key())
-		}
-		return it.Close()
-	})
-	return last, err
-}

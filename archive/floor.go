@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -174,22 +175,32 @@ func (c *core) lastEventOf(ctx context.Context, incarnation uint64) (id event.ID
 	if incarnation == ^uint64(0) {
 		hi = recordUpper
 	}
-	err = guarded(ctx, c.st, c.timeout, "reading the last archived event", false, func() error {
+	last, err := c.lastKey(ctx, "reading the last archived event", lo, hi)
+	if err != nil || last == nil {
+		return event.ID{}, false, err
+	}
+	k, err := event.DecodeKey(last[1:])
+	if err != nil {
+		return event.ID{}, false, newError(ErrCorrupt, "decoding an archive key", nil)
+	}
+	return k.Event, true, nil
+}
+
+// lastKey returns a copy of the greatest key in [lo, hi), or nil when the
+// range is empty: one reverse seek, as the storage call named what.
+func (c *core) lastKey(ctx context.Context, what string, lo, hi []byte) ([]byte, error) {
+	var last []byte
+	err := guarded(ctx, c.st, c.timeout, what, false, func() error {
 		it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
 			return err
 		}
 		if it.Last() {
-			k, kerr := event.DecodeKey(it.Key()[1:])
-			if kerr != nil {
-				_ = it.Close()
-				return newError(ErrCorrupt, "decoding an archive key", nil)
-			}
-			id, ok = k.Event, true
+			last = bytes.Clone(it.Key())
 		}
 		return it.Close()
 	})
-	return id, ok, err
+	return last, err
 }
 
 // checkHistory returns ErrHistoryBehind when the archive holds an event of

@@ -293,7 +293,7 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 		_ = s.closeDB()
 		return false, err
 	}
-	if s.last, err = s.lastRecordKey(ctx); err != nil {
+	if s.last, err = s.lastKey(ctx, "reading the last archive key", recordLower, recordUpper); err != nil {
 		_ = s.closeDB()
 		return false, err
 	}
