@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -251,8 +252,38 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 			},
 		},
 	}
+	o.Experimental.SpanPolicyFunc = splitMetaFromRecords
+	// With the split, a flush's records overlap no table, so L0 grows by
+	// one sublevel-free table per flush and Pebble's sublevel trigger never
+	// fires: it would wait for its default of 500 files (measured: 491 L0
+	// tables, 891 MB, after 1,000,000 records of 1 KiB). Sixteen flushed
+	// tables are merged into the base level instead, into tables of up to
+	// 32 MiB that later compactions move down unchanged; each record is
+	// then written three times in all (WAL, flush, merge), and a 10 GB
+	// archive has about 330 table files, which bounds what a start, the
+	// custody audit and its watches cost per file.
+	o.L0CompactionFileThreshold = 16
+	for i := 1; i < len(o.TargetFileSizes); i++ {
+		o.TargetFileSizes[i] = 32 << 20
+	}
 	if fsDefaults {
 		o.WithFSDefaults()
 	}
 	return o
+}
+
+// splitMetaFromRecords ends every table Pebble writes, by flush or by
+// compaction, at the first record key, so that no table holds both the
+// metadata keys and records. The accounting key, rewritten by every stored
+// record, sorts before all records; a table spanning it and the newest
+// records overlaps every older record in the level below, and each L0
+// compaction would rewrite the whole archive (measured before this split:
+// 327 MB written into L6 for 22 MB of records, 300,000 records). Split, a
+// flush's records overlap nothing below them and only the small metadata
+// tables are rewritten. The policy itself is Pebble's default.
+func splitMetaFromRecords(start []byte) (pebble.SpanPolicy, []byte, error) {
+	if bytes.Compare(start, recordLower) < 0 {
+		return pebble.SpanPolicy{}, recordLower, nil
+	}
+	return pebble.SpanPolicy{}, nil, nil
 }

@@ -1,0 +1,73 @@
+package archive
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCompactionsDoNotRewriteTheArchive stores records one by one, as
+// delivery does, with a small memtable so that the store flushes and
+// compacts many times, and checks the shape the engine keeps:
+//
+//   - no table holds both metadata keys (the accounting, rewritten by
+//     every record) and records, so a flush's records overlap nothing
+//     older;
+//   - compactions write about the records once more, not the whole archive
+//     at every L0 compaction (without the split: 8× the records' bytes
+//     here, and growing with the archive);
+//   - L0 does not pile up flushed tables.
+func TestCompactionsDoNotRewriteTheArchive(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, newMemFS(t, false))
+	opts.MemTableSize = 256 << 10
+	s := mustOpen(t, opts)
+	rng := rand.New(rand.NewPCG(3, 4))
+	payload := make([]byte, 900)
+	const n = 24_000
+	for seq := uint64(1); seq <= n; seq++ {
+		for i := range payload {
+			payload[i] = byte(rng.Uint32())
+		}
+		k, r := rec(t, testDatabase, seq, 0, string(payload))
+		mustAccept(t, s, k, r, Stored)
+	}
+	m := s.db.Metrics()
+	var compacted, l0Flushed uint64
+	for level, lm := range m.Levels {
+		compacted += lm.TableBytesCompacted
+		if level == 0 {
+			l0Flushed = lm.TableBytesFlushed
+		}
+	}
+	if m.Flush.Count < 50 {
+		t.Fatalf("%d flushes; the test needs many", m.Flush.Count)
+	}
+	if compacted > 2*l0Flushed {
+		t.Errorf("compactions wrote %d bytes for %d bytes flushed (%.1f×); want ≤ 2×\n%s",
+			compacted, l0Flushed, float64(compacted)/float64(l0Flushed), m)
+	}
+	if l0 := m.Levels[0].TablesCount; l0 > 40 {
+		t.Errorf("L0 holds %d tables; want ≤ 40\n%s", l0, m)
+	}
+	tables, err := s.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for level, ts := range tables {
+		for _, tb := range ts {
+			lo, hi := tb.Smallest.UserKey, tb.Largest.UserKey
+			if bytes.Compare(lo, recordLower) < 0 && bytes.Compare(hi, recordLower) >= 0 {
+				t.Errorf("L%d table %s spans metadata %q and records", level, tb.FileNum, lo)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The records are all there, in order, after a reopen.
+	s2 := mustOpen(t, opts)
+	if u := s2.Usage(); u.Records != n {
+		t.Fatalf("reopened with %d records, want %d", u.Records, n)
+	}
+}
