@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -72,6 +74,21 @@ func idemKey(k string) []byte { return append([]byte{nsIdem}, k...) }
 
 // prefixEnd returns the exclusive upper bound of a one-byte namespace.
 func prefixEnd(ns byte) []byte { return []byte{ns + 1} }
+
+// splitNamespaces ends every table Pebble writes, by flush or by
+// compaction, at the end of a namespace, so that no table holds keys of two.
+// A flushed memtable holds the newest commits and, after them, intents,
+// idempotency records and meta values; as one table it overlaps every
+// idempotency record (their keys are the clients') and the newest commits in
+// the level below, and each L0 compaction rewrites them. Split, the commits
+// overlap nothing older and only the other namespaces are merged. The
+// policy itself is Pebble's default.
+func splitNamespaces(start []byte) (pebble.SpanPolicy, []byte, error) {
+	if len(start) == 0 || start[0] == 0xff {
+		return pebble.SpanPolicy{}, nil, nil
+	}
+	return pebble.SpanPolicy{}, prefixEnd(start[0]), nil
+}
 
 func decodeIntentKey(k []byte) (event.ID, error) {
 	if len(k) != 1+event.IDLen || k[0] != nsIntent {

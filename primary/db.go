@@ -215,6 +215,15 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 			},
 		},
 	}
+	po.Experimental.SpanPolicyFunc = splitNamespaces
+	// With the split, a flush's commit data overlaps no table, so the
+	// sublevel trigger never takes it out of L0: sixteen flushed tables are
+	// merged into the base level instead of Pebble's default of 500, into
+	// tables of up to 32 MiB that later compactions move down unchanged.
+	po.L0CompactionFileThreshold = 16
+	for i := 1; i < len(po.TargetFileSizes); i++ {
+		po.TargetFileSizes[i] = 32 << 20
+	}
 	bglog.listen(po.EventListener)
 	if opts.pebbleOptions != nil {
 		opts.pebbleOptions(po)
