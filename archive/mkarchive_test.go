@@ -18,7 +18,7 @@ import (
 //	RIFFDB_MKARCHIVE_RECORDS=1000000
 //	RIFFDB_MKARCHIVE_PAYLOAD_BYTES=900 (optional; records of about 1 KiB)
 //	RIFFDB_MKARCHIVE_INCARNATION=1 (optional; the records' history incarnation)
-//	RIFFDB_MKARCHIVE_COMPACT=1 (optional; end with a manual compaction of the whole store)
+//	RIFFDB_MKARCHIVE_COMPACT=1 (optional; end with a manual compaction of the whole store instead of waiting for the engine's)
 //
 // It loads with bulkLoad (large unsynced batches, then the accounting in
 // one synced batch): an archive indistinguishable from one built by Accept,

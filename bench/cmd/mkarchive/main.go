@@ -5,15 +5,18 @@
 //
 // The directory is created (0700) when it is missing and must be empty
 // otherwise. It runs the archive package's TestMakeArchive, which loads the
-// records in large unsynced batches and then writes their accounting in one
-// synced batch: the result is indistinguishable from an archive built by
-// Store.Accept (Open validates it, Inspect verifies it) but takes seconds
-// for a million records instead of one fsync each. Its clean close
-// validates every record and writes the validated-prefix checkpoint, as a
-// server's clean shutdown does. -incarnation sets the records' history
-// incarnation: an archive for a fresh primary (incarnation 1, nothing
-// committed) must hold another incarnation's records (0), or the server
-// refuses it as ahead of the primary's history. Run it from the module.
+// records in unsynced batches of about one memtable and then writes their
+// accounting in one synced batch: the result is indistinguishable from an
+// archive built by Store.Accept (Open validates it, Inspect verifies it)
+// but takes seconds for a million records instead of one fsync each. It
+// waits for the compactions the load queued, so that its tables are those
+// of records stored one by one (about one per 32 MiB of records). Its
+// clean close validates every record and writes the validated-prefix
+// checkpoint, as a server's clean shutdown does. -incarnation sets the
+// records' history incarnation: an archive for a fresh primary
+// (incarnation 1, nothing committed) must hold another incarnation's
+// records (0), or the server refuses it as ahead of the primary's history.
+// Run it from the module.
 package main
 
 import (
@@ -31,7 +34,7 @@ func main() {
 	database := flag.String("database", "", "database identity, 32 lowercase hex characters")
 	payload := flag.Int("payload-bytes", 900, "payload bytes per record (900: records of about 1 KiB)")
 	incarnation := flag.Uint64("incarnation", 1, "history incarnation of the records")
-	compact := flag.Bool("compact", false, "end with a manual compaction of the whole store (the tables of a long-lived archive)")
+	compact := flag.Bool("compact", false, "end with a manual compaction of the whole store (fewer, larger tables than delivery makes of compressible records)")
 	flag.Parse()
 	if *dir == "" || *database == "" || *records < 0 || *payload < 0 {
 		flag.Usage()
