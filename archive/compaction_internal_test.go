@@ -2,7 +2,10 @@ package archive
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 )
 
@@ -69,5 +72,52 @@ func TestCompactionsDoNotRewriteTheArchive(t *testing.T) {
 	s2 := mustOpen(t, opts)
 	if u := s2.Usage(); u.Records != n {
 		t.Fatalf("reopened with %d records, want %d", u.Records, n)
+	}
+}
+
+// BenchmarkCompactionShape stores records of 900 incompressible bytes one
+// by one, as delivery does, into an archive with the default memtable on
+// Pebble's in-memory filesystem (the shape of the store, not the disk, is
+// measured), RIFFDB_SHAPE_RECORDS of them (default 300,000), and reports
+// what the engine did: bytes compactions wrote over bytes flushed
+// (compacted/flushed), table files in all and in L0, and Pebble's
+// estimated compaction debt at the end.
+func BenchmarkCompactionShape(b *testing.B) {
+	n := 300_000
+	if v := os.Getenv("RIFFDB_SHAPE_RECORDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("RIFFDB_SHAPE_RECORDS: %q is not a record count", v)
+		}
+	}
+	for b.Loop() {
+		opts := testOptions(b, newMemFS(b, false))
+		opts.QuotaEncodedBytes = 1 << 40
+		s, err := Open(context.Background(), testDir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(7, 8))
+		payload := make([]byte, 900)
+		for seq := uint64(1); seq <= uint64(n); seq++ {
+			for i := range payload {
+				payload[i] = byte(rng.Uint32())
+			}
+			k, r := rec(b, testDatabase, seq, 0, string(payload))
+			mustAccept(b, s, k, r, Stored)
+		}
+		m := s.db.Metrics()
+		var compacted, tables uint64
+		for _, lm := range m.Levels {
+			compacted += lm.TableBytesCompacted
+			tables += uint64(lm.TablesCount)
+		}
+		b.ReportMetric(float64(compacted)/float64(m.Levels[0].TableBytesFlushed), "compacted/flushed")
+		b.ReportMetric(float64(tables), "tables")
+		b.ReportMetric(float64(m.Levels[0].TablesCount), "tables_L0")
+		b.ReportMetric(float64(m.Compact.EstimatedDebt)/(1<<20), "debt_MiB")
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
