@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/riffdb/riffdb/internal/lsmshape"
 )
 
 // TestCompactionsDoNotRewriteTheArchive stores records one by one, as
@@ -25,33 +27,18 @@ func TestCompactionsDoNotRewriteTheArchive(t *testing.T) {
 	opts := testOptions(t, newMemFS(t, false))
 	opts.MemTableSize = 256 << 10
 	s := mustOpen(t, opts)
-	rng := rand.New(rand.NewPCG(3, 4))
-	payload := make([]byte, 900)
-	const n = 24_000
-	for seq := uint64(1); seq <= n; seq++ {
-		for i := range payload {
-			payload[i] = byte(rng.Uint32())
-		}
-		k, r := rec(t, testDatabase, seq, 0, string(payload))
-		mustAccept(t, s, k, r, Stored)
-	}
+	storeOneByOne(t, s, 24_000, 3)
 	m := s.db.Metrics()
-	var compacted, l0Flushed uint64
-	for level, lm := range m.Levels {
-		compacted += lm.TableBytesCompacted
-		if level == 0 {
-			l0Flushed = lm.TableBytesFlushed
-		}
-	}
+	shape := lsmshape.Of(m)
 	if m.Flush.Count < 50 {
 		t.Fatalf("%d flushes; the test needs many", m.Flush.Count)
 	}
-	if compacted > 2*l0Flushed {
+	if shape.Amplification() > 2 {
 		t.Errorf("compactions wrote %d bytes for %d bytes flushed (%.1f×); want ≤ 2×\n%s",
-			compacted, l0Flushed, float64(compacted)/float64(l0Flushed), m)
+			shape.Compacted, shape.Flushed, shape.Amplification(), m)
 	}
-	if l0 := m.Levels[0].TablesCount; l0 > 40 {
-		t.Errorf("L0 holds %d tables; want ≤ 40\n%s", l0, m)
+	if shape.L0 > 40 {
+		t.Errorf("L0 holds %d tables; want ≤ 40\n%s", shape.L0, m)
 	}
 	tables, err := s.db.SSTables()
 	if err != nil {
@@ -70,8 +57,8 @@ func TestCompactionsDoNotRewriteTheArchive(t *testing.T) {
 	}
 	// The records are all there, in order, after a reopen.
 	s2 := mustOpen(t, opts)
-	if u := s2.Usage(); u.Records != n {
-		t.Fatalf("reopened with %d records, want %d", u.Records, n)
+	if u := s2.Usage(); u.Records != 24_000 {
+		t.Fatalf("reopened with %d records, want 24,000", u.Records)
 	}
 }
 
@@ -97,27 +84,25 @@ func BenchmarkCompactionShape(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rng := rand.New(rand.NewPCG(7, 8))
-		payload := make([]byte, 900)
-		for seq := uint64(1); seq <= uint64(n); seq++ {
-			for i := range payload {
-				payload[i] = byte(rng.Uint32())
-			}
-			k, r := rec(b, testDatabase, seq, 0, string(payload))
-			mustAccept(b, s, k, r, Stored)
-		}
-		m := s.db.Metrics()
-		var compacted, tables uint64
-		for _, lm := range m.Levels {
-			compacted += lm.TableBytesCompacted
-			tables += uint64(lm.TablesCount)
-		}
-		b.ReportMetric(float64(compacted)/float64(m.Levels[0].TableBytesFlushed), "compacted/flushed")
-		b.ReportMetric(float64(tables), "tables")
-		b.ReportMetric(float64(m.Levels[0].TablesCount), "tables_L0")
-		b.ReportMetric(float64(m.Compact.EstimatedDebt)/(1<<20), "debt_MiB")
+		storeOneByOne(b, s, n, 7)
+		lsmshape.Of(s.db.Metrics()).Report(b)
 		if err := s.Close(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// storeOneByOne stores records 1..n of 900 pseudo-random (incompressible)
+// bytes, each in its own transaction, as delivery does.
+func storeOneByOne(tb testing.TB, s *Store, n int, seed uint64) {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	payload := make([]byte, 900)
+	for seq := uint64(1); seq <= uint64(n); seq++ {
+		for i := range payload {
+			payload[i] = byte(rng.Uint32())
+		}
+		k, r := rec(tb, testDatabase, seq, 0, string(payload))
+		mustAccept(tb, s, k, r, Stored)
 	}
 }
