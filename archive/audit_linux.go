@@ -3,10 +3,13 @@
 package archive
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -34,10 +37,15 @@ const (
 // reports every change of custody made since, so an audit that finds no
 // event checks only the path, the archive directory and the store directory
 // itself (that they are still the watched directory), and lists no entry.
-// Any event, a queue overflow, a read error or a lost watch makes the next
-// audit a full one; a failed full audit leaves it dirty, so the violation
-// is reported again until it is repaired. Without inotify (or /proc), or
-// once closed, every audit is a full one.
+// An event that names an entry (one of the directory's watch with a name,
+// or one of an entry's own watch) makes the next audit check that entry
+// again, and watch it if its inode is new: a partial audit, whose cost is
+// the entries changed (the engine's new and removed files), not the
+// store's. Any other event (one of the store directory itself, an unknown
+// watch), a queue overflow, a read error or a lost watch makes the next
+// audit a full one; a failed audit, partial or full, leaves it dirty, so
+// the violation is reported again, by a full audit, until it is repaired.
+// Without inotify (or /proc), or once closed, every audit is a full one.
 type auditWatch struct {
 	mu sync.Mutex
 	// fd is the inotify descriptor, -1 while not armed; dirWd is the store
@@ -45,8 +53,11 @@ type auditWatch struct {
 	fd       int
 	dirWd    int32
 	dev, ino uint64
-	// dirty is set by any event since the last full audit that passed.
-	dirty bool
+	// dirty is set by an event that names no entry since the last full
+	// audit that passed, or by a failed audit; changed holds the entries
+	// named by events since the last audit that passed.
+	dirty   bool
+	changed map[string]struct{}
 	// broken is set when inotify failed (no further arming); closed once
 	// the store's lock was released.
 	broken, closed bool
@@ -56,10 +67,10 @@ type auditWatch struct {
 	// watch (IN_IGNORED, drained before, drops it from both maps).
 	entries map[string]entryWatch
 	names   map[int32]string
-	// full counts full audits (entries listed and checked) and added the
-	// entry watches added, for tests.
-	full, added int
-	buf         [4096]byte
+	// full counts full audits (entries listed and checked), partial the
+	// partial ones and added the entry watches added, for tests.
+	full, partial, added int
+	buf                  [4096]byte
 }
 
 // entryWatch is the inode of a watched entry and its watch.
@@ -75,6 +86,27 @@ func newAuditWatch() *auditWatch { return &auditWatch{fd: -1} }
 func (w *auditWatch) audit(dir string) (storeExists bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.auditLocked(dir)
+}
+
+// prearm arms the watch and runs its first full audit of the store in dir,
+// unless the watch is armed, closed or given up already. Open runs it
+// while the engine opens the store, so that the first audit of the open
+// store (the first claim's) finds every entry watched and checks only what
+// the engine's open changed, instead of watching every table file on the
+// first delivery's path. A failure leaves the watch dirty: the next audit
+// is a full one and reports it.
+func (w *auditWatch) prearm(dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd >= 0 || w.broken || w.closed {
+		return
+	}
+	_, _ = w.auditLocked(dir)
+}
+
+// auditLocked is audit; the caller holds w.mu.
+func (w *auditWatch) auditLocked(dir string) (storeExists bool, err error) {
 	sfd, st, err := openStoreDir(dir)
 	if sfd == storeBadFd {
 		w.dirty = true
@@ -97,6 +129,14 @@ func (w *auditWatch) audit(dir string) (storeExists bool, err error) {
 	// and makes the next audit a full one.
 	w.drain()
 	if w.fd >= 0 && !w.dirty {
+		if len(w.changed) > 0 {
+			w.partial++
+			if err := w.checkChanged(sfd); err != nil {
+				w.dirty = true
+				return true, err
+			}
+			clear(w.changed)
+		}
 		return true, nil
 	}
 	w.full++
@@ -110,7 +150,22 @@ func (w *auditWatch) audit(dir string) (storeExists bool, err error) {
 		return true, err
 	}
 	w.dirty = false
+	clear(w.changed)
 	return true, nil
+}
+
+// checkChanged is the partial audit: it checks again, and watches when
+// its inode is new, each entry of the store directory open at sfd that an
+// event named since the last audit that passed. An entry that no longer
+// exists is skipped, as the full audit skips it.
+func (w *auditWatch) checkChanged(sfd int) error {
+	euid := os.Geteuid()
+	for name := range w.changed {
+		if err := checkStoreEntry(sfd, name, euid, w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // arm creates the inotify descriptor and watches the store directory open
@@ -190,32 +245,61 @@ func (w *auditWatch) drain() {
 	}
 }
 
-// consume records the events in buf: any event makes the next audit a full
-// one; an overflow is such an event; the loss of the store directory's
-// watch (IN_IGNORED on it) disarms, so that the next audit arms again.
+// consume records the events in buf. An event of the store directory's
+// watch that names an entry (created, removed, renamed in or out, its
+// attributes changed), or an event of an entry's watch, adds that entry to
+// the ones the next audit checks again; an entry watch's loss (IN_IGNORED:
+// its inode is gone) forgets the watch. Any other event makes the next
+// audit a full one: an overflow, an event of the store directory itself
+// (its attributes, its own rename or removal), a watch the audit does not
+// know, a truncated event. The loss of the store directory's watch
+// (IN_IGNORED on it) disarms, so that the next audit arms again.
 func (w *auditWatch) consume(buf []byte) {
-	w.dirty = true
-	for len(buf) >= unix.SizeofInotifyEvent {
-		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
-		mask := binary.NativeEndian.Uint32(buf[4:])
-		size := unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[12:]))
-		if mask&unix.IN_IGNORED != 0 {
-			if wd == w.dirWd {
-				w.disarm()
-				return
-			}
-			if name, ok := w.names[wd]; ok {
-				delete(w.names, wd)
-				if w.entries[name].wd == wd {
-					delete(w.entries, name)
-				}
-			}
-		}
-		if size > len(buf) {
+	for len(buf) > 0 {
+		if len(buf) < unix.SizeofInotifyEvent {
+			w.dirty = true
 			return
 		}
+		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
+		mask := binary.NativeEndian.Uint32(buf[4:])
+		nameLen := int(binary.NativeEndian.Uint32(buf[12:]))
+		size := unix.SizeofInotifyEvent + nameLen
+		if size > len(buf) {
+			w.dirty = true
+			return
+		}
+		name := buf[unix.SizeofInotifyEvent:size]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
 		buf = buf[size:]
+		switch entry, known := w.names[wd]; {
+		case mask&unix.IN_Q_OVERFLOW != 0:
+			w.dirty = true
+		case wd == w.dirWd && mask&unix.IN_IGNORED != 0:
+			w.disarm()
+			return
+		case wd == w.dirWd && len(name) > 0 && !strings.ContainsRune(string(name), '/'):
+			w.change(string(name))
+		case known && mask&unix.IN_IGNORED != 0:
+			delete(w.names, wd)
+			if w.entries[entry].wd == wd {
+				delete(w.entries, entry)
+			}
+		case known:
+			w.change(entry)
+		default:
+			w.dirty = true
+		}
 	}
+}
+
+// change adds the entry name to the ones the next audit checks again.
+func (w *auditWatch) change(name string) {
+	if w.changed == nil {
+		w.changed = map[string]struct{}{}
+	}
+	w.changed[name] = struct{}{}
 }
 
 // disarm closes the inotify descriptor; the next audit is a full one.
@@ -224,7 +308,7 @@ func (w *auditWatch) disarm() {
 		unix.Close(w.fd)
 	}
 	w.fd, w.dirWd, w.dirty = -1, -1, true
-	w.entries, w.names = nil, nil
+	w.entries, w.names, w.changed = nil, nil, nil
 }
 
 // close disarms for good; later audits are full ones.
@@ -246,6 +330,19 @@ type watchCloser struct {
 func (c watchCloser) Close() error {
 	c.w.close()
 	return c.Closer.Close()
+}
+
+// prearmOpen starts arming the watch of the custody FS fs, when it is one,
+// for the store in dir, in the background (prearm), and returns what
+// releases the watch when the open fails: an open that fails before the
+// engine took the store's lock would leave it armed.
+func prearmOpen(fs vfs.FS, dir string) (release func()) {
+	c, ok := fs.(custodyFS)
+	if !ok || c.watch == nil {
+		return func() {}
+	}
+	go c.watch.prearm(dir)
+	return c.watch.close
 }
 
 // auditOpen is (*Store).Audit's audit: through the watch of the store's

@@ -76,11 +76,15 @@ func quiesce(t *testing.T, w *auditWatch, dir string) {
 	}
 }
 
-func (w *auditWatch) fullAudits() int {
+// audits returns the counts of full and partial audits.
+func (w *auditWatch) audits() (full, partial int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.full
+	return w.full, w.partial
 }
+
+func (w *auditWatch) fullAudits() int    { full, _ := w.audits(); return full }
+func (w *auditWatch) partialAudits() int { _, partial := w.audits(); return partial }
 
 func TestAuditWatchSkipsEntriesWithoutChange(t *testing.T) {
 	t.Parallel()
@@ -273,8 +277,10 @@ func TestAuditWatchClosedWithStore(t *testing.T) {
 }
 
 // BenchmarkAuditPerClaim measures the audit of an open store with n
-// sstable-like files: full (Audit), watched without a change, and watched
-// after a change (a full audit that also watches every entry), in
+// sstable-like files: full (Audit), watched without a change, watched
+// after an event that names no entry (a full audit that also watches every
+// entry), and watched after one entry changed (a partial audit: that
+// entry's attributes changed, as a new or removed table's would), in
 // alternating slices of 100 calls.
 func BenchmarkAuditPerClaim(b *testing.B) {
 	for _, n := range []int{10, 1000} {
@@ -304,7 +310,8 @@ func BenchmarkAuditPerClaim(b *testing.B) {
 				b.Fatal(err)
 			}
 			const slice = 100
-			var full, watched, changed time.Duration
+			var full, watched, changed, partial time.Duration
+			one := filepath.Join(store, "000000.sst")
 			for range b.N {
 				start := time.Now()
 				for range slice {
@@ -330,13 +337,24 @@ func BenchmarkAuditPerClaim(b *testing.B) {
 					}
 				}
 				changed += time.Since(start)
+				start = time.Now()
+				for range slice {
+					if err := unix.Chmod(one, 0o600); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := w.audit(dir); err != nil {
+						b.Fatal(err)
+					}
+				}
+				partial += time.Since(start)
 			}
 			calls := float64(b.N * slice)
 			b.ReportMetric(float64(full.Microseconds())/calls, "µs/full")
 			b.ReportMetric(float64(watched.Microseconds())/calls, "µs/watched")
 			b.ReportMetric(float64(changed.Microseconds())/calls, "µs/changed")
-			if want := 1 + b.N*slice; w.fullAudits() != want {
-				b.Fatalf("%d full watched audits, want %d", w.fullAudits(), want)
+			b.ReportMetric(float64(partial.Microseconds())/calls, "µs/partial")
+			if want := 1 + b.N*slice; w.fullAudits() != want || w.partialAudits() != b.N*slice {
+				b.Fatalf("%d full and %d partial watched audits, want %d and %d", w.fullAudits(), w.partialAudits(), want, b.N*slice)
 			}
 		})
 	}
@@ -412,12 +430,7 @@ func TestStoreAuditUsesTheWatch(t *testing.T) {
 	dir := filepath.Join(base, "outbox")
 	mkdir(t, dir)
 	skipUnlessWatchable(t, dir)
-	s, err := Open(context.Background(), dir, Options{Database: testDatabase, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w := s.fs.(custodyFS).watch
+	s, w := openStoreWatch(t, dir)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		before := w.fullAudits()
@@ -469,5 +482,207 @@ func TestWatchOnlyOnLocalFilesystems(t *testing.T) {
 		if got := watchable(c.magic); got != c.ok {
 			t.Errorf("%s: watchable = %v, want %v", c.name, got, c.ok)
 		}
+	}
+}
+
+// inotifyNamedEvent encodes one inotify event with a name, padded with
+// NULs as the kernel pads it.
+func inotifyNamedEvent(wd int32, mask uint32, name string) []byte {
+	n := (len(name) + 1 + 15) &^ 15
+	b := make([]byte, unix.SizeofInotifyEvent+n)
+	binary.NativeEndian.PutUint32(b[0:], uint32(wd))
+	binary.NativeEndian.PutUint32(b[4:], mask)
+	binary.NativeEndian.PutUint32(b[12:], uint32(n))
+	copy(b[unix.SizeofInotifyEvent:], name)
+	return b
+}
+
+// TestAuditWatchChecksOnlyChangedEntries: the engine's own new files make
+// the next audit check those files (and watch them), not list the store.
+func TestAuditWatchChecksOnlyChangedEntries(t *testing.T) {
+	t.Parallel()
+	base, dir, db, w := openWatched(t)
+	full, partial := w.fullAudits(), w.partialAudits()
+	if err := db.Set([]byte("key-new"), make([]byte, 512), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.audit(dir); err != nil {
+		t.Fatal(err)
+	}
+	if w.fullAudits() != full || w.partialAudits() != partial+1 {
+		t.Fatalf("after a flush: %d full and %d partial audits, want 0 and 1",
+			w.fullAudits()-full, w.partialAudits()-partial)
+	}
+	// The partial audit watched the new table: a hard link made to it from
+	// outside the store, which changes nothing in the store directory, is
+	// reported.
+	store := filepath.Join(dir, StoreDirName)
+	names, err := os.ReadDir(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest string
+	for _, e := range names {
+		if filepath.Ext(e.Name()) == ".sst" && e.Name() > newest {
+			newest = e.Name()
+		}
+	}
+	w.mu.Lock()
+	_, watched := w.entries[newest]
+	w.mu.Unlock()
+	if !watched {
+		t.Fatalf("the flushed table %s is not watched", newest)
+	}
+	if err := os.Link(filepath.Join(store, newest), filepath.Join(base, "stolen.sst")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.audit(dir)
+	requireCustody(t, err, base, "a store file has 2 hard links")
+	// Reported again, by a full audit, until repaired.
+	full = w.fullAudits()
+	_, err = w.audit(dir)
+	requireCustody(t, err, base, "a store file has 2 hard links")
+	if w.fullAudits() != full+1 {
+		t.Fatal("the audit after a failed partial audit was not a full one")
+	}
+}
+
+// TestAuditWatchEventsThatNameNoEntry: only an event that names an entry
+// makes a partial audit; any other event makes the next audit a full one.
+func TestAuditWatchEventsThatNameNoEntry(t *testing.T) {
+	t.Parallel()
+	_, dir, _, w := openWatched(t)
+	w.mu.Lock()
+	dirWd := w.dirWd
+	w.mu.Unlock()
+	for _, tc := range []struct {
+		name string
+		buf  []byte
+		full bool
+	}{
+		{"a created entry", inotifyNamedEvent(dirWd, unix.IN_CREATE, "000999.sst"), false},
+		{"the store directory's attributes", inotifyEvent(dirWd, unix.IN_ATTRIB), true},
+		{"the store directory moved", inotifyEvent(dirWd, unix.IN_MOVE_SELF), true},
+		{"an unknown watch", inotifyEvent(dirWd+10_000, unix.IN_ATTRIB), true},
+		{"a truncated event", inotifyNamedEvent(dirWd, unix.IN_CREATE, "000999.sst")[:unix.SizeofInotifyEvent+2], true},
+		{"an overflow", inotifyEvent(-1, unix.IN_Q_OVERFLOW), true},
+	} {
+		w.mu.Lock()
+		w.consume(tc.buf)
+		w.mu.Unlock()
+		full, partial := w.fullAudits(), w.partialAudits()
+		if _, err := w.audit(dir); err != nil {
+			t.Fatal(tc.name, err)
+		}
+		gotFull := w.fullAudits() == full+1
+		if gotFull != tc.full || (!tc.full && w.partialAudits() != partial+1) {
+			t.Errorf("%s: full audit %v, want %v", tc.name, gotFull, tc.full)
+		}
+		quiesce(t, w, dir)
+	}
+}
+
+// openStoreWatch opens the store in dir, closed at the test's end, and
+// returns it with its custody FS's watch.
+func openStoreWatch(t *testing.T, dir string) (*Store, *auditWatch) {
+	t.Helper()
+	s, err := Open(context.Background(), dir, Options{Database: testDatabase, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, s.fs.(custodyFS).watch
+}
+
+// reopenedStore creates a store with a few tables in a new outbox
+// directory, closes it and returns the directory.
+func reopenedStore(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "outbox")
+	mkdir(t, dir)
+	skipUnlessWatchable(t, dir)
+	s, err := Open(context.Background(), dir, Options{Database: testDatabase, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		k, r := rec(t, testDatabase, uint64(i+1), 0, "p")
+		mustAccept(t, s, k, r, Stored)
+		if err := s.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestOpenWatchesEntriesWhileTheEngineOpens: Open arms the watch and runs
+// its full audit in the background, so that the first audit of the open
+// store (the first claim's) is not a full one.
+func TestOpenWatchesEntriesWhileTheEngineOpens(t *testing.T) {
+	t.Parallel()
+	dir := reopenedStore(t)
+	s, w := openStoreWatch(t, dir)
+	deadline := time.Now().Add(10 * time.Second)
+	for w.fullAudits() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch was not armed and audited without an Audit call")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Audit(); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	full, watched := w.full, len(w.entries)
+	w.mu.Unlock()
+	if full != 1 || watched == 0 {
+		t.Fatalf("after the first Audit: %d full audits and %d entries watched, want 1 and some", full, watched)
+	}
+}
+
+// inotifyFds counts the process's inotify descriptors.
+func inotifyFds(t *testing.T) int {
+	t.Helper()
+	names, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range names {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFailedOpenReleasesTheWatch: an Open that fails before the engine
+// takes the store's lock (here: the engine's manifest marker is missing)
+// leaves no watch armed. Not parallel: it counts the process's inotify
+// descriptors.
+func TestFailedOpenReleasesTheWatch(t *testing.T) {
+	dir := reopenedStore(t)
+	markers, err := filepath.Glob(filepath.Join(dir, StoreDirName, "marker.manifest.*"))
+	if err != nil || len(markers) != 1 {
+		t.Fatalf("manifest markers %v, %v", markers, err)
+	}
+	if err := os.Remove(markers[0]); err != nil {
+		t.Fatal(err)
+	}
+	before := inotifyFds(t)
+	for range 20 {
+		if _, err := Open(context.Background(), dir, Options{Database: testDatabase, QuotaEncodedBytes: 1 << 40, MinFreeBytes: -1}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open without the manifest marker = %v, want ErrCorrupt", err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a prearm that had not started yet
+	if after := inotifyFds(t); after != before {
+		t.Fatalf("failed opens left %d inotify descriptors", after-before)
 	}
 }

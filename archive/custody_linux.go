@@ -273,10 +273,35 @@ func checkStoreEntries(sfd int, allocated *int64, w *auditWatch) error {
 		return err
 	}
 	euid := os.Geteuid()
-	// check lstats the entry n into st and checks it; gone is true for an
-	// entry that no longer exists (Pebble deletes obsolete files).
-	check := func(n string, st *unix.Stat_t) (gone bool, err error) {
-		if err := unix.Fstatat(sfd, n, st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	for _, n := range names {
+		var st unix.Stat_t
+		gone, err := lstatStoreEntry(sfd, n, euid, w, &st)
+		if err != nil {
+			return err
+		}
+		if !gone {
+			*allocated += st.Blocks * 512
+		}
+	}
+	return nil
+}
+
+// checkStoreEntry checks the entry name of the store directory open at sfd
+// (lstatStoreEntry); an entry that no longer exists passes.
+func checkStoreEntry(sfd int, name string, euid int, w *auditWatch) error {
+	var st unix.Stat_t
+	_, err := lstatStoreEntry(sfd, name, euid, w, &st)
+	return err
+}
+
+// lstatStoreEntry lstats the entry name of the store directory open at sfd
+// into st and checks it (checkStoreFile); with w, it also watches the
+// entry (w.watchEntry) and, when the watch is new, checks it again, so that
+// a hard link made between the first check and the watch is seen. gone is
+// true for an entry that no longer exists (Pebble deletes obsolete files).
+func lstatStoreEntry(sfd int, name string, euid int, w *auditWatch, st *unix.Stat_t) (gone bool, err error) {
+	check := func() (gone bool, err error) {
+		if err := unix.Fstatat(sfd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				return true, nil
 			}
@@ -284,28 +309,13 @@ func checkStoreEntries(sfd int, allocated *int64, w *auditWatch) error {
 		}
 		return false, checkStoreFile(st, euid)
 	}
-	for _, n := range names {
-		var st unix.Stat_t
-		gone, err := check(n, &st)
-		if err != nil {
-			return err
-		}
-		if gone {
-			continue
-		}
-		if w != nil && w.watchEntry(sfd, n, st.Ino) {
-			// Check again now that it is watched: a hard link made
-			// between the first check and the watch is seen here.
-			if gone, err = check(n, &st); err != nil {
-				return err
-			}
-			if gone {
-				continue
-			}
-		}
-		*allocated += st.Blocks * 512
+	if gone, err = check(); err != nil || gone {
+		return gone, err
 	}
-	return nil
+	if w != nil && w.watchEntry(sfd, name, st.Ino) {
+		return check()
+	}
+	return false, nil
 }
 
 // allocatedBytes sums st_blocks*512 over the store directory's entries via

@@ -172,8 +172,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if !exists && opts.Floor > 0 {
 		return nil, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
 	}
+	release := func() {}
+	if exists && s.realFS {
+		// Watch the store's entries while the engine opens it (prearm).
+		release = prearmOpen(s.fs, dir)
+	}
 	created, err := s.open(ctx, exists, opts)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	if created {
