@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -65,6 +68,12 @@ const statsPerRound = 200
 // buckets are coarse: 2.5, 5, 10, 25, 50 ms…, and the percentiles are
 // interpolated within them), and the stats p50/p99 of each variant with
 // their ratios (target: unchanged).
+//
+// It also reports what the bursts' delivery waited on: each server's
+// archive WAL syncs during its bursts, per delivered event and their mean
+// duration (dead_vs_clean compares work and disk alike; these separate
+// them). RIFFDB_DEADLETTER_PROFILE names a directory that receives a CPU
+// profile of each burst, <variant>-<round>.pprof.
 func BenchmarkDeadLetters(b *testing.B) {
 	clean := newInstall(b, 1, "")
 	dead := newInstall(b, 1, "")
@@ -79,6 +88,7 @@ func BenchmarkDeadLetters(b *testing.B) {
 		burst  time.Duration
 		lag    cumulative
 		stats  []time.Duration
+		syncs  syncTally // the archive's WAL syncs during the bursts
 	}
 	vs := []*variant{{name: "clean", in: clean}, {name: "dead", in: dead, base: deadLetterCount}}
 	for _, v := range vs {
@@ -102,6 +112,11 @@ func BenchmarkDeadLetters(b *testing.B) {
 		for k := range vs {
 			v := vs[(round+k)%len(vs)]
 			seq++
+			syncsBefore, err := archiveSyncs(v.s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			stopProfile := burstProfile(b, v.name, round)
 			start := time.Now()
 			if err := burst(v.s, v.in.token, seq); err != nil {
 				b.Fatal(err)
@@ -110,6 +125,13 @@ func BenchmarkDeadLetters(b *testing.B) {
 				b.Fatal(err)
 			}
 			v.burst += time.Since(start)
+			stopProfile()
+			syncsAfter, err := archiveSyncs(v.s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v.syncs.n += syncsAfter.n - syncsBefore.n
+			v.syncs.seconds += syncsAfter.seconds - syncsBefore.seconds
 			v.events += burstCommands * eventsPerBulk
 
 			before, err := scrape(v.s.MetricsAddr(), "riffdb_outbox_delivery_lag_seconds")
@@ -167,6 +189,50 @@ func BenchmarkDeadLetters(b *testing.B) {
 	b.ReportMetric(pct(d.stats, 99), "dead_stats_p99_ms")
 	b.ReportMetric(pct(d.stats, 50)/pct(c.stats, 50), "stats_p50_dead_vs_clean")
 	b.ReportMetric(pct(d.stats, 99)/pct(c.stats, 99), "stats_p99_dead_vs_clean")
+	b.ReportMetric(c.syncs.n/float64(c.events), "clean_archive_syncs/event")
+	b.ReportMetric(d.syncs.n/float64(d.events), "dead_archive_syncs/event")
+	b.ReportMetric(c.syncs.mean()*1000, "clean_archive_sync_ms")
+	b.ReportMetric(d.syncs.mean()*1000, "dead_archive_sync_ms")
+	b.ReportMetric(d.syncs.mean()/c.syncs.mean(), "archive_sync_dead_vs_clean")
+}
+
+// syncTally counts a store's WAL syncs and the seconds they took.
+type syncTally struct{ n, seconds float64 }
+
+// mean is the mean duration of a sync in seconds.
+func (w syncTally) mean() float64 { return w.seconds / w.n }
+
+// archiveSyncs scrapes the server's archive WAL sync counters.
+func archiveSyncs(s *server.Server) (syncTally, error) {
+	const archive = `riffdb_store="archive"`
+	n, err := counterSum(s, "riffdb_pebble_wal_fsyncs_total", archive)
+	if err != nil {
+		return syncTally{}, err
+	}
+	sec, err := counterSum(s, "riffdb_pebble_wal_fsync_time_seconds_total", archive)
+	return syncTally{n: n, seconds: sec}, err
+}
+
+// burstProfile starts a CPU profile of one burst into the directory
+// RIFFDB_DEADLETTER_PROFILE names, if any, and returns what stops it.
+func burstProfile(b *testing.B, variant string, round int) (stop func()) {
+	dir := os.Getenv("RIFFDB_DEADLETTER_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", variant, round)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // settle waits until the server's worker has gone idle with the backlog at
