@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -216,23 +213,7 @@ func archiveSyncs(s *server.Server) (syncTally, error) {
 // burstProfile starts a CPU profile of one burst into the directory
 // RIFFDB_DEADLETTER_PROFILE names, if any, and returns what stops it.
 func burstProfile(b *testing.B, variant string, round int) (stop func()) {
-	dir := os.Getenv("RIFFDB_DEADLETTER_PROFILE")
-	if dir == "" {
-		return func() {}
-	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", variant, round)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return cpuProfile(b, "RIFFDB_DEADLETTER_PROFILE", fmt.Sprintf("%s-%d.pprof", variant, round))
 }
 
 // settle waits until the server's worker has gone idle with the backlog at

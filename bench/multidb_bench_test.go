@@ -340,11 +340,19 @@ func waitArchivesOpen(in *multiInstall, deadline time.Duration) error {
 // and returns the function that stops it.
 func drainProfile(tb testing.TB, n int) func() {
 	tb.Helper()
-	dir := os.Getenv("RIFFDB_DRAIN_PROFILE")
+	return cpuProfile(tb, "RIFFDB_DRAIN_PROFILE", fmt.Sprintf("drain-n%d.pprof", n))
+}
+
+// cpuProfile starts a CPU profile into the file name of the directory
+// that the environment variable env names, if it names one, and returns
+// the function that stops it.
+func cpuProfile(tb testing.TB, env, name string) (stop func()) {
+	tb.Helper()
+	dir := os.Getenv(env)
 	if dir == "" {
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("drain-n%d.pprof", n)))
+	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
 		tb.Fatal(err)
 	}
