@@ -116,4 +116,13 @@ func TestHarnessDrainsPreloadedEvents(t *testing.T) {
 	if enc := st.Databases[0].Outbox.ArchiveEncodedBytes; enc == nil || *enc == 0 {
 		t.Fatalf("archive encoded bytes = %v after delivery", enc)
 	}
+	// BenchmarkDeadLetters' sync counters: one archive sync per delivered
+	// event at least, and time spent in them.
+	syncs, err := archiveSyncs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if syncs.n < preloaded+10 || syncs.seconds <= 0 || syncs.mean() <= 0 {
+		t.Fatalf("archive WAL syncs %+v after delivering %d events", syncs, preloaded+10)
+	}
 }
