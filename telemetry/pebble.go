@@ -73,7 +73,11 @@ type pebbleInstruments struct {
 //   - riffdb.pebble.disk.usage (By, gauge): Metrics.DiskSpaceUsage, the logical
 //     size of live and obsolete files (WAL preallocation is not included).
 //   - riffdb.pebble.memtable.size and riffdb.pebble.block_cache.size (By, gauge):
-//     memory held outside the Go heap (Pebble allocates both manually).
+//     memory held outside the Go heap (Pebble allocates both manually). The
+//     memtable size is MemTable.Size plus MemTable.ZombieSize: the memtables
+//     in use and those still allocated, above all the one obsolete memtable
+//     Pebble keeps to reuse at its next rotation, whose pages stay resident.
+//     MemTable.Size alone leaves up to a whole memtable per store out.
 //   - riffdb.pebble.read_amplification ({sublevel}, gauge): sorted runs a read
 //     may consult (Metrics.ReadAmp).
 //
@@ -103,7 +107,7 @@ func ObservePebble(mp metric.MeterProvider, store, database string, metrics func
 		o.ObserveInt64(in.compactionDebt, clampInt64(m.Compact.EstimatedDebt), set)
 		o.ObserveInt64(in.flushes, m.Flush.Count, set)
 		o.ObserveInt64(in.diskUsage, clampInt64(m.DiskSpaceUsage()), set)
-		o.ObserveInt64(in.memtable, clampInt64(m.MemTable.Size), set)
+		o.ObserveInt64(in.memtable, clampInt64(m.MemTable.Size+m.MemTable.ZombieSize), set)
 		o.ObserveInt64(in.blockCache, m.BlockCache.Size, set)
 		o.ObserveInt64(in.readAmp, int64(m.ReadAmp()), set)
 		if h := m.LogWriter.FsyncLatency; h != nil {

@@ -32,8 +32,9 @@ type Sample struct {
 	// of the primary and the archive store.
 	DebtPrimary, DebtArchive float64
 	// Memtables is riffdb_pebble_memtable_size_bytes of both stores: the
-	// memtable memory Pebble has allocated (outside the Go heap; it becomes
-	// resident as the memtables fill, so RSS rises and falls with it).
+	// memtable memory Pebble has allocated, the obsolete memtable it keeps
+	// for reuse included (outside the Go heap; it becomes resident as the
+	// memtables fill, so RSS rises towards it).
 	Memtables float64
 	// HeapInUse is the server's go_memstats_heap_inuse_bytes and
 	// BlockCache its Pebble block caches (riffdb_pebble_block_cache_size_bytes
