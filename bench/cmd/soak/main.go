@@ -489,14 +489,16 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 	take := func(elapsed time.Duration) error {
 		s := Sample{Elapsed: recorded(elapsed), RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue, Tables: nanValue,
 			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue,
-			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue}
+			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue,
+			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
 		}
 		if !srv.alive() {
 			return fmt.Errorf("soak: the server exited during the soak (%v); see its log", srv.waitErr)
 		}
-		s.RSSBytes, _ = rssBytes(srv.pid())
+		s.RSSBytes, s.FileRSS, _ = rssBytes(srv.pid())
+		s.CHeapRSS, _ = cHeapRSS(srv.pid())
 		s.OpenFDs, s.Sockets, s.Tables, _ = openFDs(srv.pid())
 		if ss, err := srv.scrape(ctx); err == nil {
 			if v, ok := sum(ss, "go_goroutines", nil); ok {
@@ -525,6 +527,11 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			}
 			if v, ok := sum(ss, "go_memstats_heap_inuse_bytes", nil); ok {
 				s.HeapInUse = v
+			}
+			sys, ok1 := sum(ss, "go_memstats_sys_bytes", nil)
+			released, ok2 := sum(ss, "go_memstats_heap_released_bytes", nil)
+			if ok1 && ok2 {
+				s.GoRetained = sys - released
 			}
 			if v, ok := blockCaches(ss); ok {
 				s.BlockCache = v

@@ -55,6 +55,20 @@ type Sample struct {
 	CompactionsPrimary, CompactionsArchive   float64
 	FsyncsPrimary, FsyncsArchive             float64
 	FsyncSecondsPrimary, FsyncSecondsArchive float64
+	// CHeapRSS is the resident size of the server's [heap] mapping
+	// (/proc/<pid>/smaps): glibc's main arena, which on the one arena the
+	// server sets up holds Pebble's block cache blocks and whatever free
+	// space their churn left (a block freed when it is evicted, or when a
+	// compaction deletes its table, stays resident until a new block takes
+	// its place). Its excess over BlockCache is what the C allocator keeps.
+	CHeapRSS float64
+	// FileRSS is RssFile of /proc/<pid>/status: pages of the binary and
+	// libraries, which grow as code runs for the first time.
+	FileRSS float64
+	// GoRetained is go_memstats_sys_bytes less go_memstats_heap_released_bytes:
+	// everything the Go runtime holds from the system (heap, stacks, its own
+	// structures), an upper bound of its resident part.
+	GoRetained float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -77,6 +91,10 @@ var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", 
 	"compaction_debt_primary_bytes", "compaction_debt_archive_bytes", "memtable_bytes", "heap_inuse_bytes", "block_cache_bytes", "pending", "requests",
 	"compactions_primary", "compactions_archive", "wal_fsyncs_primary", "wal_fsyncs_archive", "wal_fsync_seconds_primary", "wal_fsync_seconds_archive",
 	"lag_count", "lag_p50_ms", "lag_p99_ms"}
+
+// memoryColumns follow the lag buckets; a record written before them lacks
+// them, and reads back with those values unknown (NaN).
+var memoryColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes"}
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in
 // seconds follows ("lag_le_0.005", "lag_le_+Inf"). A bucket column holds the
@@ -118,6 +136,7 @@ func (c *csvWriter) Write(s Sample) error {
 		for _, b := range c.bounds {
 			head = append(head, lagColumnPrefix+formatBound(b))
 		}
+		head = append(head, memoryColumns...)
 		if err := c.w.Write(head); err != nil {
 			return err
 		}
@@ -138,6 +157,7 @@ func (c *csvWriter) Write(s Sample) error {
 		}
 		row = append(row, cell(v))
 	}
+	row = append(row, cell(s.CHeapRSS), cell(s.FileRSS), cell(s.GoRetained))
 	if err := c.w.Write(row); err != nil {
 		return err
 	}
@@ -168,7 +188,14 @@ func readCSV(r io.Reader) ([]Sample, error) {
 		return nil, errors.New("soak: the CSV header is not a soak record's")
 	}
 	var bounds []float64
-	for _, h := range head[len(fixedColumns):] {
+	rest := head[len(fixedColumns):]
+	switch n := len(rest) - len(memoryColumns); {
+	case n >= 0 && slices.Equal(rest[n:], memoryColumns):
+		rest = rest[:n]
+	case slices.ContainsFunc(rest, func(h string) bool { return slices.Contains(memoryColumns, h) }):
+		return nil, errors.New("soak: the CSV's memory columns are not the last ones, or not all there")
+	}
+	for _, h := range rest {
 		b, ok := strings.CutPrefix(h, lagColumnPrefix)
 		if !ok {
 			return nil, fmt.Errorf("soak: unexpected CSV column %q", h)
@@ -194,7 +221,10 @@ func readCSV(r io.Reader) ([]Sample, error) {
 		s := Sample{Elapsed: time.Duration(math.Round(v[0] * float64(time.Second))), RSSBytes: v[1], Goroutines: v[2],
 			OpenFDs: v[3], Sockets: v[4], Tables: v[5], DebtPrimary: v[6], DebtArchive: v[7], Memtables: v[8], HeapInUse: v[9], BlockCache: v[10],
 			Pending: v[11], Requests: v[12], CompactionsPrimary: v[13], CompactionsArchive: v[14], FsyncsPrimary: v[15], FsyncsArchive: v[16],
-			FsyncSecondsPrimary: v[17], FsyncSecondsArchive: v[18]}
+			FsyncSecondsPrimary: v[17], FsyncSecondsArchive: v[18], CHeapRSS: math.NaN(), FileRSS: math.NaN(), GoRetained: math.NaN()}
+		if m := len(fixedColumns) + len(bounds); len(head) == m+len(memoryColumns) {
+			s.CHeapRSS, s.FileRSS, s.GoRetained = v[m], v[m+1], v[m+2]
+		}
 		for k, b := range bounds {
 			x := v[len(fixedColumns)+k]
 			if math.IsNaN(x) {

@@ -192,33 +192,70 @@ func (p *process) scrape(ctx context.Context) ([]series, error) {
 	return parseExposition(resp.Body)
 }
 
-// rssBytes reads VmRSS from /proc/<pid>/status.
-func rssBytes(pid int) (float64, error) {
+// rssBytes reads VmRSS and RssFile from /proc/<pid>/status.
+func rssBytes(pid int) (rss, file float64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return nanValue, err
+		return nanValue, nanValue, err
 	}
-	return parseVmRSS(string(b))
+	rss, err = statusKB(string(b), "VmRSS")
+	file, ferr := statusKB(string(b), "RssFile")
+	return rss, file, errors.Join(err, ferr)
 }
 
 // parseVmRSS returns the VmRSS line of a /proc/<pid>/status text in bytes.
-func parseVmRSS(status string) (float64, error) {
+func parseVmRSS(status string) (float64, error) { return statusKB(status, "VmRSS") }
+
+// statusKB returns the value of a "Name:  N kB" line of a /proc/<pid>/status
+// (or smaps) text in bytes.
+func statusKB(status, name string) (float64, error) {
 	for l := range strings.Lines(status) {
-		rest, ok := strings.CutPrefix(l, "VmRSS:")
+		rest, ok := strings.CutPrefix(l, name+":")
 		if !ok {
 			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) != 2 || f[1] != "kB" {
-			return nanValue, fmt.Errorf("soak: unexpected VmRSS line %q", strings.TrimSpace(l))
+			return nanValue, fmt.Errorf("soak: unexpected %s line %q", name, strings.TrimSpace(l))
 		}
 		kb, err := strconv.ParseFloat(f[0], 64)
 		if err != nil {
-			return nanValue, fmt.Errorf("soak: unexpected VmRSS line %q", strings.TrimSpace(l))
+			return nanValue, fmt.Errorf("soak: unexpected %s line %q", name, strings.TrimSpace(l))
 		}
 		return kb * 1024, nil
 	}
-	return nanValue, errors.New("soak: no VmRSS in the process status")
+	return nanValue, fmt.Errorf("soak: no %s in the process status", name)
+}
+
+// cHeapRSS reads the resident size of the [heap] mapping from
+// /proc/<pid>/smaps (Sample.CHeapRSS).
+func cHeapRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return nanValue, err
+	}
+	return parseHeapRSS(string(b))
+}
+
+// parseHeapRSS returns the Rss of the [heap] mapping of a smaps text in
+// bytes, or 0 when the process has no [heap] mapping (nothing was ever
+// allocated from the program break).
+func parseHeapRSS(smaps string) (float64, error) {
+	in := false
+	for l := range strings.Lines(smaps) {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(f[0], ":") { // a mapping's header line
+			in = len(f) >= 6 && f[len(f)-1] == "[heap]"
+			continue
+		}
+		if in && f[0] == "Rss:" {
+			return statusKB(l, "Rss")
+		}
+	}
+	return 0, nil
 }
 
 // openFDs counts the entries of /proc/<pid>/fd and, among them, the

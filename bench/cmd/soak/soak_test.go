@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,7 +142,8 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 		x := t.Seconds()
 		s := Sample{Elapsed: t, RSSBytes: rss(x), Goroutines: gor(x), OpenFDs: fds(x), Sockets: 5, DebtPrimary: 1 << 20,
 			DebtArchive: 2 << 20, Memtables: 4 << 20, HeapInUse: 6 << 20, BlockCache: 7 << 20, Pending: 3, Requests: x * 10, Tables: 8,
-			CompactionsPrimary: x / 10, CompactionsArchive: x / 5, FsyncsPrimary: x, FsyncsArchive: 2 * x, FsyncSecondsPrimary: x / 1000, FsyncSecondsArchive: x / 500}
+			CompactionsPrimary: x / 10, CompactionsArchive: x / 5, FsyncsPrimary: x, FsyncsArchive: 2 * x, FsyncSecondsPrimary: x / 1000, FsyncSecondsArchive: x / 500,
+			CHeapRSS: 9 << 20, FileRSS: 5 << 20, GoRetained: 11 << 20}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -166,7 +169,7 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 	head, _, _ := strings.Cut(buf.String(), "\n")
-	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf"; head != want {
+	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
@@ -187,7 +190,8 @@ func TestCSVRoundTrip(t *testing.T) {
 			!same(a.HeapInUse, b.HeapInUse) || !same(a.BlockCache, b.BlockCache) ||
 			!same(a.Pending, b.Pending) || !same(a.Requests, b.Requests) || !same(a.CompactionsPrimary, b.CompactionsPrimary) ||
 			!same(a.CompactionsArchive, b.CompactionsArchive) || !same(a.FsyncsPrimary, b.FsyncsPrimary) || !same(a.FsyncsArchive, b.FsyncsArchive) ||
-			!same(a.FsyncSecondsPrimary, b.FsyncSecondsPrimary) || !same(a.FsyncSecondsArchive, b.FsyncSecondsArchive) || (a.Lag == nil) != (b.Lag == nil) {
+			!same(a.FsyncSecondsPrimary, b.FsyncSecondsPrimary) || !same(a.FsyncSecondsArchive, b.FsyncSecondsArchive) || (a.Lag == nil) != (b.Lag == nil) ||
+			!same(a.CHeapRSS, b.CHeapRSS) || !same(a.FileRSS, b.FileRSS) || !same(a.GoRetained, b.GoRetained) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
@@ -196,10 +200,41 @@ func TestCSVRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "a,b\n1,2\n", strings.Join(fixedColumns, ",") + ",lag_le_x\n"} {
+	for _, bad := range []string{"", "a,b\n1,2\n", strings.Join(fixedColumns, ",") + ",lag_le_x\n",
+		strings.Join(fixedColumns, ",") + ",c_heap_rss_bytes,lag_le_0.1\n"} {
 		if _, err := readCSV(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q read", bad)
 		}
+	}
+
+	// A record written before the memory columns (the committed soaks of
+	// 2026-12-01 and 2026-12-02) still reads, with those values unknown.
+	var old bytes.Buffer
+	cw := csv.NewWriter(&old)
+	_ = cw.Write(append(slices.Clone(fixedColumns), "lag_le_0.1", "lag_le_+Inf"))
+	_ = cw.Write(append(slices.Repeat([]string{"1"}, len(fixedColumns)), "3", "4"))
+	cw.Flush()
+	got, err = readCSV(&old)
+	if err != nil {
+		t.Fatalf("a record without the memory columns: %v", err)
+	}
+	if len(got) != 1 || got[0].Lag[0.1] != 3 || !math.IsNaN(got[0].CHeapRSS) || !math.IsNaN(got[0].FileRSS) || !math.IsNaN(got[0].GoRetained) {
+		t.Fatalf("a record without the memory columns read as %+v", got)
+	}
+}
+
+func TestParseHeapRSS(t *testing.T) {
+	smaps := "00400000-00402000 r--p 00000000 08:01 42   /bin/riffdb\nRss:                   8 kB\n" +
+		"280fb000-2c161000 rw-p 00000000 00:00 0        [heap]\nSize:   66000 kB\nRss:    65884 kB\nVmFlags: rd wr mr mw me ac\n" +
+		"7fa7a5f98000-7fa7a9f9a000 rw-p 00000000 00:00 0 \nRss:   65536 kB\n"
+	if v, err := parseHeapRSS(smaps); err != nil || v != 65884*1024 {
+		t.Fatalf("[heap] Rss = %v, %v", v, err)
+	}
+	if v, err := parseHeapRSS("7fa7a5f98000-7fa7a9f9a000 rw-p 00000000 00:00 0 \nRss:   65536 kB\n"); err != nil || v != 0 {
+		t.Fatalf("no [heap] mapping: %v, %v", v, err)
+	}
+	if v, err := statusKB("VmRSS:\t 100 kB\nRssFile:\t  26892 kB\n", "RssFile"); err != nil || v != 26892*1024 {
+		t.Fatalf("RssFile = %v, %v", v, err)
 	}
 }
 
@@ -338,7 +373,9 @@ func TestOutsideEnginesPrintedAsPercent(t *testing.T) {
 	total := 5 * time.Minute
 	samples := synthetic(total, flat(100<<20), flat(60), flat(30), steadyLag)
 	for i := range samples {
-		samples[i].RSSBytes += samples[i].Elapsed.Seconds() / 300 * (8 << 20)
+		grow := samples[i].Elapsed.Seconds() / 300 * (8 << 20)
+		samples[i].RSSBytes += grow
+		samples[i].CHeapRSS += grow // the allocator keeps what the caches freed
 	}
 	var buf bytes.Buffer
 	writeTargets(&buf, evaluate(samples, total), windowsFor(total))
@@ -352,6 +389,12 @@ func TestOutsideEnginesPrintedAsPercent(t *testing.T) {
 	want := fmt.Sprintf("%.1f MiB vs baseline %8.1f MiB: %+.1f%% (target ≤ +10%%) met", m.Value, m.Baseline, m.Ratio*100)
 	if m.Ratio < 0.02 || !strings.Contains(line, want) {
 		t.Fatalf("outside the engines printed as %q, want %q (ratio %v)", line, want, m.Ratio)
+	}
+	// The note says where it went: the C heap beyond the caches grew with it.
+	b, _ := mean(samples, windowsFor(total).BaseStart, windowsFor(total).BaseEnd, func(s Sample) float64 { return s.CHeapRSS - s.BlockCache })
+	l, _ := mean(samples, windowsFor(total).LastStart, total, func(s Sample) float64 { return s.CHeapRSS - s.BlockCache })
+	if want := fmt.Sprintf("C allocator's free space beyond the block caches ([heap] less the caches) %.1f → %.1f MiB", b/(1<<20), l/(1<<20)); l <= b || !strings.Contains(m.Note, want) {
+		t.Fatalf("note %q, want %q", m.Note, want)
 	}
 }
 
@@ -466,7 +509,7 @@ func TestSVGHasOnePanelPerSeries(t *testing.T) {
 				t.Fatalf("goroutines: %d segments, want 4 (2 series around the gap) with %d points each", len(lines), len(samples)-1)
 			}
 		case "RSS":
-			if len(lines) != 4 || len(lines[0]) != len(samples) {
+			if len(lines) != 5 || len(lines[0]) != len(samples) { // VmRSS, Go heap, block cache, memtables, C heap
 				t.Fatalf("RSS: %v", lines)
 			}
 			// RSS grows: y decreases (SVG y points down) and x increases.
