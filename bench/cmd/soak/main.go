@@ -97,6 +97,7 @@ type options struct {
 	retryRatio   float64
 	calibration  int
 	calibrateFor time.Duration
+	rate         float64
 	keep         bool
 }
 
@@ -130,11 +131,12 @@ func main() {
 	flag.Float64Var(&o.retryRatio, "retry-ratio", 0.05, "fraction of requests sent twice with the same idempotency key")
 	flag.IntVar(&o.calibration, "calibration", 8192, "ship_order commands of the calibration burst")
 	flag.DurationVar(&o.calibrateFor, "calibrate-under-load", 30*time.Second, "duration of the calibration under the command load")
+	flag.Float64Var(&o.rate, "rate", 0, "offer this many events/s instead of half the calibrated drain rate, without calibrating (to compare builds or settings at the same load)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the server's data folder")
 	flag.StringVar(&fromCSV, "from-csv", "", "evaluate the targets and draw the plot again from a soak CSV (with -duration of its soak)")
 	flag.Parse()
-	if o.duration < time.Minute || o.interval <= 0 || o.retryRatio < 0 || o.retryRatio > 1 || o.calibration <= 0 || o.calibrateFor < 6*time.Second {
-		fmt.Fprintln(os.Stderr, "soak: -duration must be at least 1m, -calibrate-under-load at least 6s; -interval and -calibration positive; -retry-ratio in [0, 1]")
+	if o.duration < time.Minute || o.interval <= 0 || o.retryRatio < 0 || o.retryRatio > 1 || o.calibration <= 0 || o.calibrateFor < 6*time.Second || o.rate < 0 {
+		fmt.Fprintln(os.Stderr, "soak: -duration must be at least 1m, -calibrate-under-load at least 6s; -interval and -calibration positive; -retry-ratio in [0, 1]; -rate not negative")
 		os.Exit(2)
 	}
 	var err error
@@ -205,19 +207,25 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}()
 	fmt.Fprintf(out, "soak: riffdb server pid %d, API %s, %s for %s\n", srv.pid(), srv.api, srv.metrics, o.duration)
 
-	cal, err := calibrate(ctx, srv, o.calibration, o.calibrateFor)
-	if err != nil {
-		return err
+	offered := o.rate
+	if o.rate == 0 {
+		cal, err := calibrate(ctx, srv, o.calibration, o.calibrateFor)
+		if err != nil {
+			return err
+		}
+		offered = cal.Rate / 2
+		fmt.Fprintf(out, "calibration: drain rate %.0f events/s\n", cal.Rate)
+		for _, n := range cal.Notes {
+			fmt.Fprintf(out, "  %s\n", n)
+		}
 	}
-	drain := cal.Rate
-	offered := drain / 2
 	perCommand := offered / float64(mixEvents()) // requests/s of each command
-	fmt.Fprintf(out, "calibration: drain rate %.0f events/s\n", drain)
-	for _, n := range cal.Notes {
-		fmt.Fprintf(out, "  %s\n", n)
+	how := fmt.Sprintf("half the drain rate of %.0f/s", 2*offered)
+	if o.rate > 0 {
+		how = "-rate, not calibrated"
 	}
-	fmt.Fprintf(out, "load: %.0f events/s (half the drain rate): %.1f requests/s of each of %s, %.0f%% retried with the same idempotency key\n",
-		offered, perCommand, commandNames(), o.retryRatio*100)
+	fmt.Fprintf(out, "load: %.0f events/s (%s): %.1f requests/s of each of %s, %.0f%% retried with the same idempotency key\n",
+		offered, how, perCommand, commandNames(), o.retryRatio*100)
 
 	csvf, err := os.Create(base + ".csv")
 	if err != nil {
@@ -253,7 +261,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	title := fmt.Sprintf("riffdb soak, %s at %.0f events/s (half the drain rate of %.0f/s), %s UTC", o.duration, offered, drain, stamp)
+	title := fmt.Sprintf("riffdb soak, %s at %.0f events/s (%s), %s UTC", o.duration, offered, how, stamp)
 	if err := writeSVG(svg, title, samples, w); err != nil {
 		_ = svg.Close()
 		return err
