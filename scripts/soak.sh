@@ -7,7 +7,8 @@
 #   scripts/soak.sh             60 minutes
 #   SOAK=5m scripts/soak.sh     the short form (windows scaled by 5/60)
 #
-# Extra arguments go to the soak tool (bench/cmd/soak), e.g. -keep.
+# Extra arguments go to the soak tool (bench/cmd/soak), e.g. -keep, or -rate 300
+# to offer 300 events/s without calibrating (to compare two settings at one load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
