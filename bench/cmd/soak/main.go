@@ -469,6 +469,30 @@ func waitDrained(ctx context.Context, srv *process, limit time.Duration) error {
 	}
 }
 
+// sampleEvery calls take at start and every interval after it until
+// duration, with the time each sample stands for: k × interval, the end of
+// the interval it describes. A sample is taken a little after that (the
+// timer's and the previous sample's delay); labelled with the time it was
+// taken, a sample due at a window's edge (the last one, due at duration
+// itself) fell just past the edge, and out of its window.
+func sampleEvery(ctx context.Context, start time.Time, interval, duration time.Duration, take func(elapsed time.Duration) error) error {
+	if err := take(0); err != nil {
+		return err
+	}
+	for k := 1; time.Duration(k)*interval <= duration; k++ {
+		at := time.Duration(k) * interval
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Until(start.Add(at))):
+			if err := take(at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // soak runs the load for o.duration and samples every o.interval; it
 // returns the samples and each command's report.
 func soak(ctx context.Context, srv *process, o options, perCommand float64, csvOut io.Writer, progress io.Writer) ([]Sample, []loadtest.Report, error) {
@@ -558,21 +582,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			s.LagP(0.5), s.LagP(0.99), s.Pending, s.Requests)
 		return cw.Write(s)
 	}
-	var serr error
-	if serr = take(0); serr == nil {
-		for k := 1; time.Duration(k)*o.interval <= o.duration; k++ {
-			at := start.Add(time.Duration(k) * o.interval)
-			select {
-			case <-ctx.Done():
-				serr = context.Cause(ctx)
-			case <-time.After(time.Until(at)):
-				serr = take(time.Since(start))
-			}
-			if serr != nil {
-				break
-			}
-		}
-	}
+	serr := sampleEvery(ctx, start, o.interval, o.duration, take)
 	if serr != nil {
 		cancel(serr)
 	}

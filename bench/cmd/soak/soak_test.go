@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/xml"
 	"errors"
@@ -608,5 +609,46 @@ riffdb_pebble_block_cache_size_bytes{riffdb_database="default",riffdb_store="arc
 		if v, ok := blockCaches(ss); v != c.want || ok != c.ok {
 			t.Errorf("blockCaches of %q = %v, %v; want %v, %v", c.text, v, ok, c.want, c.ok)
 		}
+	}
+}
+
+// TestSamplesStandForTheirScheduledTimes: every sample is labelled with the
+// end of the interval it describes, however late it was taken, so that the
+// last one (due at the soak's end) is in the last window.
+func TestSamplesStandForTheirScheduledTimes(t *testing.T) {
+	const interval, duration = 20 * time.Millisecond, 100 * time.Millisecond
+	var got []time.Duration
+	err := sampleEvery(context.Background(), time.Now(), interval, duration, func(elapsed time.Duration) error {
+		got = append(got, elapsed)
+		time.Sleep(7 * time.Millisecond) // a slow scrape
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{0, 20 * time.Millisecond, 40 * time.Millisecond, 60 * time.Millisecond, 80 * time.Millisecond, 100 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("samples at %v, want %v", got, want)
+	}
+	w := windowsFor(duration)
+	if !in(got[len(got)-1], w.LastStart, w.Total) {
+		t.Fatalf("the last sample (%v) is not in the last window (%v, %v]", got[len(got)-1], w.LastStart, w.Total)
+	}
+
+	// A failed sample or a cancelled soak ends the sampling with its cause.
+	boom := errors.New("boom")
+	n := 0
+	if err := sampleEvery(context.Background(), time.Now(), interval, duration, func(time.Duration) error {
+		if n++; n == 2 {
+			return boom
+		}
+		return nil
+	}); !errors.Is(err, boom) || n != 2 {
+		t.Fatalf("after a failed sample: %v after %d samples", err, n)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(boom)
+	if err := sampleEvery(ctx, time.Now(), interval, duration, func(time.Duration) error { return nil }); !errors.Is(err, boom) {
+		t.Fatalf("cancelled: %v", err)
 	}
 }
