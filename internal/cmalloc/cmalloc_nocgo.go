@@ -7,3 +7,6 @@ package cmalloc
 func Setting() string {
 	return "Go allocator (built without cgo, Pebble allocates on the Go heap)"
 }
+
+// ReadStats returns false: the C allocator is not Pebble's here.
+func ReadStats() (Stats, bool) { return Stats{}, false }

@@ -85,3 +85,46 @@ func TestOperatorChoiceIsKept(t *testing.T) {
 		}
 	}
 }
+
+// TestReadStatsFollowsAllocations: 64 MiB of 16 KiB blocks (below glibc's
+// mmap threshold) count as in use in the heap; freeing every other one
+// moves 32 MiB to free, which stays in the heap between live blocks; one
+// 64 MiB allocation (above the largest threshold) counts as mapped.
+func TestReadStatsFollowsAllocations(t *testing.T) {
+	if Setting() != OneArena {
+		t.Skipf("the C allocator was not limited here: %s", Setting())
+	}
+	read := func() Stats {
+		t.Helper()
+		s, ok := ReadStats()
+		if !ok {
+			t.Fatal("ReadStats: glibc's malloc statistics cannot be read")
+		}
+		return s
+	}
+	const n, size, mib = 4096, 16 << 10, 1 << 20
+	s0 := read()
+	b := hold(n, size)
+	defer b.dropAll()
+	s1 := read()
+	if d := s1.HeapInUse - s0.HeapInUse; d < 64*mib {
+		t.Fatalf("64 MiB of 16 KiB blocks raised HeapInUse by %d KiB (%+v → %+v)", d>>10, s0, s1)
+	}
+	b.drop(0, 2)
+	s2 := read()
+	if d := s1.HeapInUse - s2.HeapInUse; d < 32*mib {
+		t.Errorf("freeing every other block lowered HeapInUse by %d KiB, want 32 MiB (%+v → %+v)", d>>10, s1, s2)
+	}
+	if d := s2.HeapFree - s1.HeapFree; d < 32*mib {
+		t.Errorf("freeing every other block raised HeapFree by %d KiB, want 32 MiB (%+v → %+v)", d>>10, s1, s2)
+	}
+	big := hold(1, 64*mib)
+	defer big.dropAll()
+	s3 := read()
+	if d := s3.Mapped - s2.Mapped; d < 64*mib {
+		t.Errorf("one 64 MiB allocation raised Mapped by %d KiB (%+v → %+v)", d>>10, s2, s3)
+	}
+	if s3.HeapInUse-s2.HeapInUse > mib {
+		t.Errorf("one 64 MiB allocation raised HeapInUse by %d KiB: it should be mapped on its own", (s3.HeapInUse-s2.HeapInUse)>>10)
+	}
+}

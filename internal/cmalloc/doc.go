@@ -25,7 +25,28 @@
 // MALLOC_ARENA_MAX or a glibc.malloc.arena_max tunable (GLIBC_TUNABLES)
 // keeps that choice. Without cgo, or with a C library other than glibc, Pebble
 // uses the Go heap or this package does nothing; Setting says which.
+//
+// ReadStats says what glibc's malloc holds (mallinfo2): in use and free in
+// its heap, and mapped on its own, which the server exports as
+// riffdb_c_allocator_memory_bytes.
 package cmalloc
 
 // OneArena is Setting's answer when the process runs on one glibc arena.
 const OneArena = "one glibc malloc arena"
+
+// Stats is what the C allocator holds (glibc's mallinfo2, over every arena).
+type Stats struct {
+	// HeapInUse is the bytes of the arenas' chunks in use: Pebble's cache
+	// blocks with their metadata, the cache's entries and maps, and any
+	// other small C allocation.
+	HeapInUse int64
+	// HeapFree is the bytes of the arenas' free chunks: space a freed
+	// block left that no allocation has reused yet. It stays resident
+	// until it is reused (riffdb never calls malloc_trim: what it could
+	// return is measured in docs/benchmarks.md, "The soak"), except the
+	// top of the heap beyond glibc's trim threshold, which free returns.
+	HeapFree int64
+	// Mapped is the bytes of the chunks glibc mapped on their own, above
+	// its mmap threshold: Pebble's memtables.
+	Mapped int64
+}
