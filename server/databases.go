@@ -14,6 +14,7 @@ import (
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/cmalloc"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
@@ -122,14 +123,27 @@ func (s *Server) registerGauges() error {
 	if err != nil {
 		return err
 	}
+	cmem, err := m.Int64ObservableGauge("riffdb.c_allocator.memory", metric.WithUnit("By"),
+		metric.WithDescription("Memory held by the C allocator that Pebble's block caches and memtables use (glibc's mallinfo2), by state: heap_in_use, heap_free, mapped. Absent where the C allocator is not glibc's."))
+	if err != nil {
+		return err
+	}
 	s.meterReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, d := range s.dbs {
 			if n, st := d.db.UndeliveredCount(); st == primary.IndexReady {
 				o.ObserveInt64(pending, int64(n), metric.WithAttributes(attrkey.Database.String(d.alias)))
 			}
 		}
+		if st, ok := cmalloc.ReadStats(); ok {
+			for _, v := range []struct {
+				state string
+				n     int64
+			}{{"heap_in_use", st.HeapInUse}, {"heap_free", st.HeapFree}, {"mapped", st.Mapped}} {
+				o.ObserveInt64(cmem, v.n, metric.WithAttributes(attrkey.CAllocatorState.String(v.state)))
+			}
+		}
 		return nil
-	}, pending)
+	}, pending, cmem)
 	return err
 }
 

@@ -22,4 +22,7 @@ const (
 	EventID = attribute.Key("riffdb.event.id")
 	// Listener names one of the server's listeners: api or metrics.
 	Listener = attribute.Key("riffdb.listener")
+	// CAllocatorState is the state of the C allocator's memory:
+	// heap_in_use, heap_free or mapped.
+	CAllocatorState = attribute.Key("riffdb.c_allocator.state")
 )
