@@ -522,7 +522,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 		s := Sample{Elapsed: recorded(elapsed), RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue, Tables: nanValue,
 			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue,
 			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue,
-			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue}
+			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
 		}
@@ -564,6 +564,9 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			released, ok2 := sum(ss, "go_memstats_heap_released_bytes", nil)
 			if ok1 && ok2 {
 				s.GoRetained = sys - released
+			}
+			if v, ok := sum(ss, "riffdb_c_allocator_memory_bytes", map[string]string{"riffdb_c_allocator_state": "heap_free"}); ok {
+				s.CHeapFree = v
 			}
 			if v, ok := blockCaches(ss); ok {
 				s.BlockCache = v

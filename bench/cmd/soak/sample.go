@@ -57,10 +57,12 @@ type Sample struct {
 	FsyncSecondsPrimary, FsyncSecondsArchive float64
 	// CHeapRSS is the resident size of the server's [heap] mapping
 	// (/proc/<pid>/smaps): glibc's main arena, which on the one arena the
-	// server sets up holds Pebble's block cache blocks and whatever free
-	// space their churn left (a block freed when it is evicted, or when a
-	// compaction deletes its table, stays resident until a new block takes
-	// its place). Its excess over BlockCache is what the C allocator keeps.
+	// server sets up holds Pebble's block cache blocks, the cache's entries
+	// and maps, and whatever free space their churn left (a block freed
+	// when it is evicted, or when a compaction deletes its table, stays
+	// resident until a new block takes its place). Its excess over
+	// BlockCache is that free space (CHeapFree) and the cache's own
+	// structures.
 	CHeapRSS float64
 	// FileRSS is RssFile of /proc/<pid>/status: pages of the binary and
 	// libraries, which grow as code runs for the first time.
@@ -69,6 +71,13 @@ type Sample struct {
 	// everything the Go runtime holds from the system (heap, stacks, its own
 	// structures), an upper bound of its resident part.
 	GoRetained float64
+	// CHeapFree is the C allocator's free space in its heap
+	// (riffdb_c_allocator_memory_bytes{riffdb_c_allocator_state="heap_free"},
+	// glibc's mallinfo2): the part of CHeapRSS less BlockCache that is
+	// not in use. The rest of that excess is in use by Pebble beyond the
+	// blocks the cache counts: the cache's entries and maps, and each
+	// block's header.
+	CHeapFree float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -92,9 +101,15 @@ var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", 
 	"compactions_primary", "compactions_archive", "wal_fsyncs_primary", "wal_fsyncs_archive", "wal_fsync_seconds_primary", "wal_fsync_seconds_archive",
 	"lag_count", "lag_p50_ms", "lag_p99_ms"}
 
-// memoryColumns follow the lag buckets; a record written before them lacks
-// them, and reads back with those values unknown (NaN).
-var memoryColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes"}
+// memoryColumns follow the lag buckets, in the order they were added; a
+// record written before some of them lacks those, and reads back with their
+// values unknown (NaN).
+var memoryColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes"}
+
+// memoryFields are the fields of s that memoryColumns hold, in their order.
+func (s *Sample) memoryFields() []*float64 {
+	return []*float64{&s.CHeapRSS, &s.FileRSS, &s.GoRetained, &s.CHeapFree}
+}
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in
 // seconds follows ("lag_le_0.005", "lag_le_+Inf"). A bucket column holds the
@@ -157,7 +172,9 @@ func (c *csvWriter) Write(s Sample) error {
 		}
 		row = append(row, cell(v))
 	}
-	row = append(row, cell(s.CHeapRSS), cell(s.FileRSS), cell(s.GoRetained))
+	for _, f := range s.memoryFields() {
+		row = append(row, cell(*f))
+	}
 	if err := c.w.Write(row); err != nil {
 		return err
 	}
@@ -189,11 +206,15 @@ func readCSV(r io.Reader) ([]Sample, error) {
 	}
 	var bounds []float64
 	rest := head[len(fixedColumns):]
-	switch n := len(rest) - len(memoryColumns); {
-	case n >= 0 && slices.Equal(rest[n:], memoryColumns):
-		rest = rest[:n]
-	case slices.ContainsFunc(rest, func(h string) bool { return slices.Contains(memoryColumns, h) }):
-		return nil, errors.New("soak: the CSV's memory columns are not the last ones, or not all there")
+	memory := 0 // how many of memoryColumns the record has, the first ones
+	for k := len(memoryColumns); k > 0; k-- {
+		if n := len(rest) - k; n >= 0 && slices.Equal(rest[n:], memoryColumns[:k]) {
+			memory, rest = k, rest[:n]
+			break
+		}
+	}
+	if slices.ContainsFunc(rest, func(h string) bool { return slices.Contains(memoryColumns, h) }) {
+		return nil, errors.New("soak: the CSV's memory columns are not the last ones, or not in their order")
 	}
 	for _, h := range rest {
 		b, ok := strings.CutPrefix(h, lagColumnPrefix)
@@ -221,9 +242,12 @@ func readCSV(r io.Reader) ([]Sample, error) {
 		s := Sample{Elapsed: time.Duration(math.Round(v[0] * float64(time.Second))), RSSBytes: v[1], Goroutines: v[2],
 			OpenFDs: v[3], Sockets: v[4], Tables: v[5], DebtPrimary: v[6], DebtArchive: v[7], Memtables: v[8], HeapInUse: v[9], BlockCache: v[10],
 			Pending: v[11], Requests: v[12], CompactionsPrimary: v[13], CompactionsArchive: v[14], FsyncsPrimary: v[15], FsyncsArchive: v[16],
-			FsyncSecondsPrimary: v[17], FsyncSecondsArchive: v[18], CHeapRSS: math.NaN(), FileRSS: math.NaN(), GoRetained: math.NaN()}
-		if m := len(fixedColumns) + len(bounds); len(head) == m+len(memoryColumns) {
-			s.CHeapRSS, s.FileRSS, s.GoRetained = v[m], v[m+1], v[m+2]
+			FsyncSecondsPrimary: v[17], FsyncSecondsArchive: v[18]}
+		for k, f := range s.memoryFields() {
+			*f = math.NaN()
+			if k < memory {
+				*f = v[len(fixedColumns)+len(bounds)+k]
+			}
 		}
 		for k, b := range bounds {
 			x := v[len(fixedColumns)+k]

@@ -144,7 +144,7 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 		s := Sample{Elapsed: t, RSSBytes: rss(x), Goroutines: gor(x), OpenFDs: fds(x), Sockets: 5, DebtPrimary: 1 << 20,
 			DebtArchive: 2 << 20, Memtables: 4 << 20, HeapInUse: 6 << 20, BlockCache: 7 << 20, Pending: 3, Requests: x * 10, Tables: 8,
 			CompactionsPrimary: x / 10, CompactionsArchive: x / 5, FsyncsPrimary: x, FsyncsArchive: 2 * x, FsyncSecondsPrimary: x / 1000, FsyncSecondsArchive: x / 500,
-			CHeapRSS: 9 << 20, FileRSS: 5 << 20, GoRetained: 11 << 20}
+			CHeapRSS: 9 << 20, FileRSS: 5 << 20, GoRetained: 11 << 20, CHeapFree: 1 << 20}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -170,7 +170,7 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 	head, _, _ := strings.Cut(buf.String(), "\n")
-	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes"; head != want {
+	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
@@ -192,7 +192,7 @@ func TestCSVRoundTrip(t *testing.T) {
 			!same(a.Pending, b.Pending) || !same(a.Requests, b.Requests) || !same(a.CompactionsPrimary, b.CompactionsPrimary) ||
 			!same(a.CompactionsArchive, b.CompactionsArchive) || !same(a.FsyncsPrimary, b.FsyncsPrimary) || !same(a.FsyncsArchive, b.FsyncsArchive) ||
 			!same(a.FsyncSecondsPrimary, b.FsyncSecondsPrimary) || !same(a.FsyncSecondsArchive, b.FsyncSecondsArchive) || (a.Lag == nil) != (b.Lag == nil) ||
-			!same(a.CHeapRSS, b.CHeapRSS) || !same(a.FileRSS, b.FileRSS) || !same(a.GoRetained, b.GoRetained) {
+			!same(a.CHeapRSS, b.CHeapRSS) || !same(a.FileRSS, b.FileRSS) || !same(a.GoRetained, b.GoRetained) || !same(a.CHeapFree, b.CHeapFree) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
@@ -202,7 +202,8 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "a,b\n1,2\n", strings.Join(fixedColumns, ",") + ",lag_le_x\n",
-		strings.Join(fixedColumns, ",") + ",c_heap_rss_bytes,lag_le_0.1\n"} {
+		strings.Join(fixedColumns, ",") + ",c_heap_rss_bytes,lag_le_0.1\n",
+		strings.Join(fixedColumns, ",") + ",lag_le_0.1,rss_file_bytes,go_retained_bytes\n"} {
 		if _, err := readCSV(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q read", bad)
 		}
@@ -219,8 +220,23 @@ func TestCSVRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a record without the memory columns: %v", err)
 	}
-	if len(got) != 1 || got[0].Lag[0.1] != 3 || !math.IsNaN(got[0].CHeapRSS) || !math.IsNaN(got[0].FileRSS) || !math.IsNaN(got[0].GoRetained) {
+	if len(got) != 1 || got[0].Lag[0.1] != 3 || !math.IsNaN(got[0].CHeapRSS) || !math.IsNaN(got[0].FileRSS) || !math.IsNaN(got[0].GoRetained) || !math.IsNaN(got[0].CHeapFree) {
 		t.Fatalf("a record without the memory columns read as %+v", got)
+	}
+
+	// A record with the first three memory columns (2026-12-02 16:50 on)
+	// reads them, and the C heap's free space as unknown.
+	old.Reset()
+	cw = csv.NewWriter(&old)
+	_ = cw.Write(append(slices.Clone(fixedColumns), "lag_le_0.1", "lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes"))
+	_ = cw.Write(append(slices.Repeat([]string{"1"}, len(fixedColumns)), "3", "4", "5", "6", "7"))
+	cw.Flush()
+	got, err = readCSV(&old)
+	if err != nil {
+		t.Fatalf("a record with three memory columns: %v", err)
+	}
+	if len(got) != 1 || got[0].Lag[0.1] != 3 || got[0].CHeapRSS != 5 || got[0].FileRSS != 6 || got[0].GoRetained != 7 || !math.IsNaN(got[0].CHeapFree) {
+		t.Fatalf("a record with three memory columns read as %+v", got)
 	}
 }
 
@@ -394,7 +410,7 @@ func TestOutsideEnginesPrintedAsPercent(t *testing.T) {
 	// The note says where it went: the C heap beyond the caches grew with it.
 	b, _ := mean(samples, windowsFor(total).BaseStart, windowsFor(total).BaseEnd, func(s Sample) float64 { return s.CHeapRSS - s.BlockCache })
 	l, _ := mean(samples, windowsFor(total).LastStart, total, func(s Sample) float64 { return s.CHeapRSS - s.BlockCache })
-	if want := fmt.Sprintf("C allocator's free space beyond the block caches ([heap] less the caches) %.1f → %.1f MiB", b/(1<<20), l/(1<<20)); l <= b || !strings.Contains(m.Note, want) {
+	if want := fmt.Sprintf("C heap beyond the block caches ([heap] less the caches) %.1f → %.1f MiB (free in it 1.0 → 1.0 MiB,", b/(1<<20), l/(1<<20)); l <= b || !strings.Contains(m.Note, want) {
 		t.Fatalf("note %q, want %q", m.Note, want)
 	}
 }
@@ -510,7 +526,7 @@ func TestSVGHasOnePanelPerSeries(t *testing.T) {
 				t.Fatalf("goroutines: %d segments, want 4 (2 series around the gap) with %d points each", len(lines), len(samples)-1)
 			}
 		case "RSS":
-			if len(lines) != 5 || len(lines[0]) != len(samples) { // VmRSS, Go heap, block cache, memtables, C heap
+			if len(lines) != 6 || len(lines[0]) != len(samples) { // VmRSS, Go heap, block cache, memtables, C heap, its free space
 				t.Fatalf("RSS: %v", lines)
 			}
 			// RSS grows: y decreases (SVG y points down) and x increases.

@@ -30,7 +30,8 @@ var panels = []panel{
 		{"Go heap in use", "#ff9896", func(s Sample) float64 { return s.HeapInUse / (1 << 20) }},
 		{"block cache", "#c49c94", func(s Sample) float64 { return s.BlockCache / (1 << 20) }},
 		{"memtables allocated", "#aec7e8", func(s Sample) float64 { return s.Memtables / (1 << 20) }},
-		{"C heap resident", "#bcbd22", func(s Sample) float64 { return s.CHeapRSS / (1 << 20) }}}},
+		{"C heap resident", "#bcbd22", func(s Sample) float64 { return s.CHeapRSS / (1 << 20) }},
+		{"C heap free", "#dbdb8d", func(s Sample) float64 { return s.CHeapFree / (1 << 20) }}}},
 	{title: "goroutines", unit: "", lines: []line{
 		{"go_goroutines", "#2ca02c", func(s Sample) float64 { return s.Goroutines }},
 		{"minus sockets", "#98df8a", func(s Sample) float64 { return s.Goroutines - s.Sockets }}}},

@@ -169,7 +169,10 @@ func outsideEnginesTarget(samples []Sample, w Windows) Target {
 	}
 	// Where it went, from the parts a record since 2026-12-02 holds.
 	if b, l, ok := change(func(s Sample) float64 { return s.CHeapRSS - s.BlockCache }); ok {
-		note += fmt.Sprintf("; of it, the C allocator's free space beyond the block caches ([heap] less the caches) %.1f → %.1f MiB", b, l)
+		note += fmt.Sprintf("; of it, the C heap beyond the block caches ([heap] less the caches) %.1f → %.1f MiB", b, l)
+		if b, l, ok := change(func(s Sample) float64 { return s.CHeapFree }); ok {
+			note += fmt.Sprintf(" (free in it %.1f → %.1f MiB, the rest in use by the caches' entries, maps and block headers)", b, l)
+		}
 	}
 	if b, l, ok := change(func(s Sample) float64 { return s.GoRetained }); ok {
 		note += fmt.Sprintf(", the Go runtime's retained memory %.1f → %.1f MiB", b, l)
