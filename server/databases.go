@@ -115,7 +115,8 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 }
 
 // registerGauges exports the pending count from the undelivered index, read
-// at collection time (no scans), for every database.
+// at collection time (no scans), for every database, and the C allocator's
+// memory by state (cmalloc.ReadStats) for the process.
 func (s *Server) registerGauges() error {
 	m := s.tel.MeterProvider.Meter("github.com/riffdb/riffdb/server")
 	pending, err := m.Int64ObservableGauge("riffdb.outbox.pending", metric.WithUnit("{event}"),

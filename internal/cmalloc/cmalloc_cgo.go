@@ -85,11 +85,6 @@ static void riff_drop_all(void **p, int n) {
 	free(p);
 }
 
-static void riff_churn(size_t n) {
-	void *p = malloc(n);
-	if (p != NULL) memset(p, 1, n);
-	free(p);
-}
 */
 import "C"
 
@@ -124,10 +119,6 @@ func ReadStats() (Stats, bool) {
 // arenas returns the number of glibc malloc arenas, or -1 where that cannot
 // be read.
 func arenas() int { return int(C.riff_count_arenas()) }
-
-// churn mallocs, touches and frees n bytes with C's allocator on the calling
-// thread.
-func churn(n int) { C.riff_churn(C.size_t(n)) }
 
 // blocks are C allocations held by a test.
 type blocks struct {

@@ -37,7 +37,7 @@ func arenasAfterEightThreads() int {
 			defer done.Done()
 			runtime.LockOSThread() // hold a thread of its own until released
 			defer runtime.UnlockOSThread()
-			churn(64 << 10)
+			hold(1, 64<<10).dropAll() // an allocation made on this thread
 			ready.Done()
 			<-release
 		}()
