@@ -27,17 +27,24 @@
 //     of it. With few databases the memtables reach their maximum and the
 //     cache gets most of the budget; with many, memtables shrink and the
 //     cache keeps its quarter.
-//   - The cache is two: one shared by the primaries and, when there are
-//     archives, an eighth of it shared by the archives. An archive's own
-//     reads are few and recent (the duplicate check of each accepted
-//     record reads the newest tables' filters and indexes), but its
-//     background scrub and its readers go through all of it, once per
-//     pass: in one cache with the primaries those cold blocks would push
-//     out the primaries' working set, and fill the whole cache over hours
-//     of a long-lived archive. Kept apart, the scans fill only the
-//     archives' eighth (13 minutes into the 60-minute soak) and then
-//     recycle it, and the primaries' cache holds what commands and
-//     delivery read.
+//   - The cache is two: one shared by the primaries and one shared by the
+//     archives, of ArchiveCachePerStore per archive and never more than an
+//     eighth of the cache. An archive's reads that come back to the same
+//     blocks are few: the duplicate check of a replayed or retried event
+//     (a new event's key is beyond the greatest stored one and is not
+//     looked up) reads a table's top-level index, one index partition and
+//     one data block, 4 KiB each. Everything else an archive reads, its
+//     background scrub, the checkpoint's validation and its readers, goes
+//     through the records once per pass, and a block cache gives a pass
+//     nothing unless it holds the whole archive; when it does, the scrub
+//     validates the cached blocks and not the disk, whose checksums Pebble
+//     checks only on a load. So the archives' cache is kept small, and the
+//     rest of the cache goes to the primaries, which read what commands
+//     and delivery come back to. (Until 2026-12-03 the archives had an
+//     eighth of the cache, 55.5 MiB at one database: the scrub filled it
+//     in the first 8 to 13 minutes of every soak, and each compaction's
+//     eviction and refill of it left free space in the C heap; see
+//     docs/benchmarks.md, "One memory budget".)
 //
 // The budget bounds the storage engines' memory. It does not bound the Go
 // heap (requests in flight, the undelivered index, telemetry), which comes
@@ -66,8 +73,12 @@ const (
 	primaryWeight, archiveWeight = 3, 1
 	// granule is what memtable sizes are rounded down to.
 	granule = 64 << 10
-	// archiveCacheDivisor gives the archives' cache its part of the cache.
+	// archiveCacheDivisor bounds the archives' cache to a part of the cache.
 	archiveCacheDivisor = 8
+	// ArchiveCachePerStore is the archives' block cache per archive store
+	// (see the package comment): a thousand 4 KiB blocks, the indexes of
+	// the tables a duplicate check reaches and the pages scans hold.
+	ArchiveCachePerStore = 4 << 20
 )
 
 // Split is one budget's division.
@@ -98,7 +109,7 @@ func Divide(budget int64, primaries, archives int) Split {
 	memtables := memTablesPerStore * (int64(primaries)*int64(s.PrimaryMemTable) + int64(archives)*int64(s.ArchiveMemTable))
 	s.CacheBytes = max(budget-memtables, budget/4)
 	if archives > 0 {
-		s.ArchiveCacheBytes = s.CacheBytes / archiveCacheDivisor
+		s.ArchiveCacheBytes = min(int64(archives)*ArchiveCachePerStore, s.CacheBytes/archiveCacheDivisor)
 	}
 	s.PrimaryCacheBytes = s.CacheBytes - s.ArchiveCacheBytes
 	s.EngineBytes = s.CacheBytes + memtables
