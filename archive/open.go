@@ -34,6 +34,21 @@ const (
 	// DefaultMemTableSize is the memtable size of an archive whose
 	// Options.MemTableSize is 0.
 	DefaultMemTableSize = 2 << 20
+	// BlockCacheBytes is the block cache an archive store needs (a
+	// process's archives share one of this per archive,
+	// internal/membudget). The reads of an archive that come back to the
+	// same blocks are the duplicate checks of replayed and retried events
+	// (a new event's key is beyond the greatest stored one and is not
+	// looked up): a table's top-level index, one index partition and one
+	// data block, 4 KiB each. Its scans, the background scrub, the
+	// checkpoint's validation and readers, go through each block once per
+	// pass and gain nothing from a cache smaller than the archive. A cache
+	// that holds the whole archive is worse than none for the scrub:
+	// Pebble verifies a block's checksum when it loads the block, not when
+	// it serves it from the cache, so a pass over cached blocks reads
+	// memory and would not see the disk's damage
+	// (TestScrubReadsTheDiskWithTheArchiveCache).
+	BlockCacheBytes = 4 << 20
 )
 
 // Options configure Open. Zero values mean defaults, except

@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -161,3 +162,59 @@ func TestScrubAfterCloseIsClosed(t *testing.T) {
 		t.Fatalf("NewScrub after Close: %v", err)
 	}
 }
+
+// TestScrubReadsTheDiskWithTheArchiveCache: a block damaged on disk after
+// a scrub pass read it is found by a later pass, because the archives'
+// block cache (BlockCacheBytes per archive) is small next to the archive
+// and the first pass's blocks have left it. With a cache that holds the
+// whole archive (as the archives' eighth of the budget did, 55.5 MiB at
+// one database), the next pass is served from the cache, whose blocks
+// Pebble does not check again, and the damage goes unseen: what the test
+// shows in its second half, and why the archive's cache is kept small.
+func TestScrubReadsTheDiskWithTheArchiveCache(t *testing.T) {
+	t.Parallel()
+	const records = 3072 // 12 MiB of incompressible records: an archive that is small, yet three times the archive cache
+	for _, c := range []struct {
+		name       string
+		cacheBytes int64
+		found      bool
+	}{
+		{"archive cache", BlockCacheBytes, true},
+		{"cache holding the whole archive", 64 << 20, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fs := newMemFS(t, false)
+			cache := pebble.NewCache(c.cacheBytes)
+			defer cache.Unref()
+			opts := testOptions(t, fs)
+			opts.Cache = cache
+			s := mustOpen(t, opts)
+			rng := rand.New(rand.NewPCG(1, 2))
+			payload := make([]byte, recordPayload)
+			for i := range uint64(records) {
+				for j := range payload {
+					payload[j] = byte(rng.Uint32())
+				}
+				k, r := rec(t, testDatabase, i+1, 0, string(payload))
+				mustAccept(t, s, k, r, Stored)
+			}
+			// Every record in one table of the bottom level, as an
+			// archive's records end up.
+			if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := scrubAll(t, s); err != nil || p.Scanned != records {
+				t.Fatalf("first pass: %+v, %v", p, err)
+			}
+			flipSSTByte(t, fs) // a third of the way into the table: a data block the first pass read
+			_, err := scrubAll(t, s)
+			if found := errors.Is(err, ErrCorrupt); found != c.found {
+				t.Fatalf("second pass over the damaged table with a %d MiB cache: %v; want found=%v", c.cacheBytes>>20, err, c.found)
+			}
+		})
+	}
+}
+
+// recordPayload is the payload size of TestScrubReadsTheDiskWithTheArchiveCache.
+const recordPayload = 4 << 10

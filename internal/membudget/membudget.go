@@ -28,23 +28,19 @@
 //     cache gets most of the budget; with many, memtables shrink and the
 //     cache keeps its quarter.
 //   - The cache is two: one shared by the primaries and one shared by the
-//     archives, of ArchiveCachePerStore per archive and never more than an
-//     eighth of the cache. An archive's reads that come back to the same
-//     blocks are few: the duplicate check of a replayed or retried event
-//     (a new event's key is beyond the greatest stored one and is not
-//     looked up) reads a table's top-level index, one index partition and
-//     one data block, 4 KiB each. Everything else an archive reads, its
-//     background scrub, the checkpoint's validation and its readers, goes
-//     through the records once per pass, and a block cache gives a pass
-//     nothing unless it holds the whole archive; when it does, the scrub
-//     validates the cached blocks and not the disk, whose checksums Pebble
-//     checks only on a load. So the archives' cache is kept small, and the
-//     rest of the cache goes to the primaries, which read what commands
-//     and delivery come back to. (Until 2026-12-03 the archives had an
-//     eighth of the cache, 55.5 MiB at one database: the scrub filled it
-//     in the first 8 to 13 minutes of every soak, and each compaction's
-//     eviction and refill of it left free space in the C heap; see
-//     docs/benchmarks.md, "One memory budget".)
+//     archives, of archive.BlockCacheBytes (4 MiB) per archive and never
+//     more than an eighth of the cache. An archive's reads that come back
+//     to the same blocks are few, and its scans (the background scrub
+//     above all) go through every block once per pass: a cache gives them
+//     nothing unless it holds the whole archive, and then the scrub
+//     validates cached blocks instead of the disk (archive.BlockCacheBytes
+//     says why). The rest of the cache goes to the primaries, which read
+//     what commands and delivery come back to, and which the archives'
+//     scans, in a cache of their own, cannot push out. (Until 2026-12-03
+//     the archives had an eighth of the cache, 55.5 MiB at one database:
+//     the scrub filled it in the first 8 to 13 minutes of every soak, and
+//     each compaction's eviction and refill of it left free space in the C
+//     heap; docs/benchmarks.md, "One memory budget".)
 //
 // The budget bounds the storage engines' memory. It does not bound the Go
 // heap (requests in flight, the undelivered index, telemetry), which comes
@@ -75,10 +71,8 @@ const (
 	granule = 64 << 10
 	// archiveCacheDivisor bounds the archives' cache to a part of the cache.
 	archiveCacheDivisor = 8
-	// ArchiveCachePerStore is the archives' block cache per archive store
-	// (see the package comment): a thousand 4 KiB blocks, the indexes of
-	// the tables a duplicate check reaches and the pages scans hold.
-	ArchiveCachePerStore = 4 << 20
+	// ArchiveCachePerStore is the archives' block cache per archive store.
+	ArchiveCachePerStore = archive.BlockCacheBytes
 )
 
 // Split is one budget's division.
