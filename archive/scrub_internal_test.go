@@ -173,13 +173,15 @@ func TestScrubAfterCloseIsClosed(t *testing.T) {
 // shows in its second half, and why the archive's cache is kept small.
 func TestScrubReadsTheDiskWithTheArchiveCache(t *testing.T) {
 	t.Parallel()
-	const records = 3072 // 12 MiB of incompressible records: an archive that is small, yet three times the archive cache
+	const records = 6144 // 24 MiB of incompressible records: a small archive, yet well beyond the archive cache
 	for _, c := range []struct {
 		name       string
 		cacheBytes int64
 		found      bool
 	}{
-		{"archive cache", BlockCacheBytes, true},
+		// As the server sizes it: the blocks and Pebble's reservation
+		// for three memtables (internal/membudget).
+		{"archive cache", BlockCacheBytes + 3*DefaultMemTableSize, true},
 		{"cache holding the whole archive", 64 << 20, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -28,8 +28,12 @@
 //     cache gets most of the budget; with many, memtables shrink and the
 //     cache keeps its quarter.
 //   - The cache is two: one shared by the primaries and one shared by the
-//     archives, of archive.BlockCacheBytes (4 MiB) per archive and never
-//     more than an eighth of the cache. An archive's reads that come back
+//     archives, which holds archive.BlockCacheBytes (4 MiB) of blocks per
+//     archive and never more than an eighth of the cache. Pebble counts
+//     the memtables of the stores that use a cache inside it (below,
+//     memTablesReserved), so the archives' cache is made larger by its
+//     archives' memtables, and holds that many blocks under load; without
+//     it, 4 MiB for one archive with 2 MiB memtables would hold none. An archive's reads that come back
 //     to the same blocks are few, and its scans (the background scrub
 //     above all) go through every block once per pass: a cache gives them
 //     nothing unless it holds the whole archive, and then the scrub
@@ -64,6 +68,13 @@ const (
 	// memTablesPerStore is how many memtables of its size a store can hold
 	// at once (Pebble's MemTableStopWritesThreshold default).
 	memTablesPerStore = 2
+	// memTablesReserved is how many memtables of its size a store reserves
+	// in its block cache: Pebble takes a reservation in the cache for the
+	// memory of every memtable it allocates (db.go, newMemTable) and keeps
+	// it for the one it holds for reuse (memTableRecycle), so a busy store
+	// reserves up to its two memtables and a third. The reservation shrinks
+	// what the cache holds of blocks by as much.
+	memTablesReserved = 3
 	// primaryWeight and archiveWeight share the memtable part of the
 	// budget between the two kinds of store.
 	primaryWeight, archiveWeight = 3, 1
@@ -79,10 +90,14 @@ const (
 type Split struct {
 	// Budget is the budget divided.
 	Budget int64
-	// CacheBytes is the size of the block caches together: PrimaryCacheBytes
-	// for the cache the primary stores share, ArchiveCacheBytes for the one
-	// the archive stores share (0 without archives).
-	CacheBytes, PrimaryCacheBytes, ArchiveCacheBytes int64
+	// CacheBytes is the block caches' part of the budget: PrimaryCacheBytes
+	// for the cache the primary stores share, ArchiveBlockBytes of blocks
+	// for the one the archive stores share (0 without archives).
+	CacheBytes, PrimaryCacheBytes, ArchiveBlockBytes int64
+	// ArchiveCacheBytes is the size of the archives' Pebble cache:
+	// ArchiveBlockBytes and the reservation Pebble takes in it for the
+	// archives' memtables (memTablesReserved per archive).
+	ArchiveCacheBytes int64
 	// PrimaryMemTable and ArchiveMemTable are the memtable sizes of each
 	// primary and each archive store.
 	PrimaryMemTable, ArchiveMemTable uint64
@@ -103,9 +118,10 @@ func Divide(budget int64, primaries, archives int) Split {
 	memtables := memTablesPerStore * (int64(primaries)*int64(s.PrimaryMemTable) + int64(archives)*int64(s.ArchiveMemTable))
 	s.CacheBytes = max(budget-memtables, budget/4)
 	if archives > 0 {
-		s.ArchiveCacheBytes = min(int64(archives)*ArchiveCachePerStore, s.CacheBytes/archiveCacheDivisor)
+		s.ArchiveBlockBytes = min(int64(archives)*ArchiveCachePerStore, s.CacheBytes/archiveCacheDivisor)
+		s.ArchiveCacheBytes = s.ArchiveBlockBytes + memTablesReserved*int64(archives)*int64(s.ArchiveMemTable)
 	}
-	s.PrimaryCacheBytes = s.CacheBytes - s.ArchiveCacheBytes
+	s.PrimaryCacheBytes = s.CacheBytes - s.ArchiveBlockBytes
 	s.EngineBytes = s.CacheBytes + memtables
 	return s
 }

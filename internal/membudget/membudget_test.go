@@ -80,25 +80,30 @@ func TestDivideWithoutArchivesGivesPrimariesTheShare(t *testing.T) {
 }
 
 // The archives' reads that would profit from a cache are few (the package
-// comment): at one database their cache is 4 MiB, not an eighth of the
-// cache (55.5 MiB with the default budget), and the eighth still bounds it
-// where many archives share a small cache.
+// comment): at one database their cache holds 4 MiB of blocks, not an
+// eighth of the cache (55.5 MiB with the default budget), and the eighth
+// still bounds it where many archives share a small cache. Their Pebble
+// cache is larger by the reservation Pebble takes in it for three
+// memtables per archive; without it the 4 MiB would hold no block.
 func TestDivideGivesTheArchivesASmallCache(t *testing.T) {
 	for _, c := range []struct {
 		budget          int64
 		databases       int
-		archiveCache    int64
+		archiveBlocks   int64
+		archiveMemTable uint64
 		primaryCacheMin int64
 	}{
-		{config.DefaultMemoryBudgetBytes, 1, 4 << 20, 440 << 20},
-		{config.DefaultMemoryBudgetBytes, 4, 16 << 20, 224 << 20},
-		{config.DefaultMemoryBudgetBytes, 32, 16 << 20, 112 << 20},
-		{64 << 20, 4, 2 << 20, 14 << 20},
+		{config.DefaultMemoryBudgetBytes, 1, 4 << 20, 2 << 20, 440 << 20},
+		{config.DefaultMemoryBudgetBytes, 4, 16 << 20, 2 << 20, 224 << 20},
+		{config.DefaultMemoryBudgetBytes, 32, 16 << 20, 1536 << 10, 112 << 20},
+		{64 << 20, 4, 2 << 20, 1536 << 10, 14 << 20},
 	} {
 		s := membudget.Divide(c.budget, c.databases, c.databases)
-		if s.ArchiveCacheBytes != c.archiveCache || s.PrimaryCacheBytes < c.primaryCacheMin {
-			t.Errorf("budget %d MiB, %d databases: archive cache %d, primary cache %d; want %d and at least %d",
-				c.budget>>20, c.databases, s.ArchiveCacheBytes, s.PrimaryCacheBytes, c.archiveCache, c.primaryCacheMin)
+		reserved := 3 * int64(c.databases) * int64(c.archiveMemTable)
+		if s.ArchiveBlockBytes != c.archiveBlocks || s.ArchiveMemTable != c.archiveMemTable ||
+			s.ArchiveCacheBytes != c.archiveBlocks+reserved || s.PrimaryCacheBytes < c.primaryCacheMin {
+			t.Errorf("budget %d MiB, %d databases: archive blocks %d in a cache of %d (memtable %d), primary cache %d; want %d blocks and 3 memtables of %d, primary cache at least %d",
+				c.budget>>20, c.databases, s.ArchiveBlockBytes, s.ArchiveCacheBytes, s.ArchiveMemTable, s.PrimaryCacheBytes, c.archiveBlocks, c.archiveMemTable, c.primaryCacheMin)
 		}
 	}
 }
@@ -106,10 +111,10 @@ func TestDivideGivesTheArchivesASmallCache(t *testing.T) {
 func TestDivideKeepsTheArchivesCacheApart(t *testing.T) {
 	for _, n := range []int{1, 4, 16, 32} {
 		s := membudget.Divide(config.DefaultMemoryBudgetBytes, n, n)
-		if want := min(int64(n)*membudget.ArchiveCachePerStore, s.CacheBytes/8); s.ArchiveCacheBytes != want || s.PrimaryCacheBytes+s.ArchiveCacheBytes != s.CacheBytes {
-			t.Errorf("%d databases: primary cache %d, archive cache %d, cache %d", n, s.PrimaryCacheBytes, s.ArchiveCacheBytes, s.CacheBytes)
+		if want := min(int64(n)*membudget.ArchiveCachePerStore, s.CacheBytes/8); s.ArchiveBlockBytes != want || s.PrimaryCacheBytes+s.ArchiveBlockBytes != s.CacheBytes {
+			t.Errorf("%d databases: primary cache %d, archive blocks %d, cache %d", n, s.PrimaryCacheBytes, s.ArchiveBlockBytes, s.CacheBytes)
 		}
-		if without := membudget.Divide(config.DefaultMemoryBudgetBytes, n, 0); without.ArchiveCacheBytes != 0 || without.PrimaryCacheBytes != without.CacheBytes {
+		if without := membudget.Divide(config.DefaultMemoryBudgetBytes, n, 0); without.ArchiveCacheBytes != 0 || without.ArchiveBlockBytes != 0 || without.PrimaryCacheBytes != without.CacheBytes {
 			t.Errorf("%d databases without archives: primary cache %d, archive cache %d, cache %d", n, without.PrimaryCacheBytes, without.ArchiveCacheBytes, without.CacheBytes)
 		}
 	}
