@@ -23,8 +23,10 @@
 // being synced at that moment (one cache flush for all of them), while an
 // fdatasync into written space skips the journal and flushes on its own. So
 // zeros are written only while at most MaxFilledLogs WAL files are open for
-// writing in the process (one database: its primary and its archive); with
-// more, a WAL is appended to like any other file.
+// writing in the server (one database: its primary and its archive); with
+// more, a WAL is appended to like any other file. A server counts its own
+// WALs (Group); other servers' syncs on the same disk, in this process or
+// another, are not seen.
 //
 // # Where a WAL's disk goes, and what this package changes
 //
@@ -76,14 +78,22 @@ import (
 // Step is how far ahead of the log zeros are written.
 const Step = 1 << 20
 
-// MaxFilledLogs is the most WAL files that may be open for writing in the
-// process for zeros still to be written ahead of them (see the package
+// MaxFilledLogs is the most WAL files that may be open for writing in a
+// Group for zeros still to be written ahead of them (see the package
 // documentation): the two stores of one database.
 const MaxFilledLogs = 2
 
-// liveLogs counts the files of this process that Pebble reserved space in
-// (its WALs) and has not closed yet.
-var liveLogs atomic.Int64
+// Group counts the files that Pebble reserved space in (its WALs) and has
+// not closed yet, among the stores whose filesystems share it. A server
+// gives every store it opens its own Group, so that it counts its own WALs
+// wherever it runs; stores opened without one (NewIn with nil, New) share
+// the process's.
+type Group struct {
+	live atomic.Int64
+}
+
+// processGroup is the Group of stores opened without one.
+var processGroup Group
 
 var zeros [Step]byte
 
@@ -92,49 +102,61 @@ var zeros [Step]byte
 // allocated further ahead than that.
 type FS struct {
 	vfs.FS
+	g *Group
 }
 
-// New returns fs with zero-filled reservations.
-func New(fs vfs.FS) vfs.FS { return FS{FS: fs} }
+// New returns fs with zero-filled reservations, its WALs counted in the
+// process's Group.
+func New(fs vfs.FS) vfs.FS { return NewIn(fs, nil) }
+
+// NewIn returns fs with zero-filled reservations, its WALs counted in g
+// (nil: the process's Group).
+func NewIn(fs vfs.FS, g *Group) vfs.FS {
+	if g == nil {
+		g = &processGroup
+	}
+	return FS{FS: fs, g: g}
+}
 
 // Unwrap implements vfs.FS, so that vfs.Root sees the wrapped filesystem.
 func (f FS) Unwrap() vfs.FS { return f.FS }
 
 // Create implements vfs.FS.
 func (f FS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
-	return wrap(f.FS.Create(name, cat))
+	return f.wrap(f.FS.Create(name, cat))
 }
 
 // ReuseForWrite implements vfs.FS. A recycled WAL file is already written
 // as far as its old size, so only space past that is filled.
 func (f FS) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (vfs.File, error) {
-	return wrap(f.FS.ReuseForWrite(oldname, newname, cat))
+	return f.wrap(f.FS.ReuseForWrite(oldname, newname, cat))
 }
 
-func wrap(f vfs.File, err error) (vfs.File, error) {
-	if err != nil || f.Fd() == vfs.InvalidFd {
-		return f, err
+func (f FS) wrap(file vfs.File, err error) (vfs.File, error) {
+	if err != nil || file.Fd() == vfs.InvalidFd {
+		return file, err
 	}
-	return &file{File: f}, nil
+	return &walFile{File: file, g: f.g}, nil
 }
 
-// file is a vfs.File that writes zeros into its reservation ahead of its
+// walFile is a vfs.File that writes zeros into its reservation ahead of its
 // writes. Pebble writes a WAL from one goroutine, appending with Write, and
 // calls Preallocate from inside Write; file relies on both. Files Pebble
 // never reserves space in (tables, manifests) pass straight through.
-type file struct {
+type walFile struct {
 	vfs.File
+	g        *Group
 	off      int64 // where the next Write lands (the file offset)
 	filled   int64 // [0, filled) holds data or zeros
 	reserved int64 // end of the space reserved with Preallocate
-	live     bool  // counted in liveLogs
+	live     bool  // counted in g
 }
 
 // Preallocate implements vfs.File: it records the reservation, for filling,
 // without allocating it (see the package documentation). At the first
 // reservation it learns the file's size: a recycled WAL is already written
 // that far.
-func (f *file) Preallocate(offset, length int64) error {
+func (f *walFile) Preallocate(offset, length int64) error {
 	if !f.live {
 		st, err := f.Stat()
 		if err != nil {
@@ -142,7 +164,7 @@ func (f *file) Preallocate(offset, length int64) error {
 		}
 		f.filled = max(f.filled, st.Size())
 		f.live = true
-		liveLogs.Add(1)
+		f.g.live.Add(1)
 	}
 	f.reserved = max(f.reserved, offset+length)
 	return nil
@@ -150,12 +172,12 @@ func (f *file) Preallocate(offset, length int64) error {
 
 // Write implements vfs.File. Before writing past the filled space it
 // writes zeros up to Step bytes past the write's end, within the
-// reservation, unless more than MaxFilledLogs WALs are open in the process
+// reservation, unless more than MaxFilledLogs WALs are open in its Group
 // (then the write appends). A failed zero write is ignored: the data write
 // that follows reports the same condition, and a partly filled file is
 // still a valid log.
-func (f *file) Write(p []byte) (int, error) {
-	if end := f.off + int64(len(p)); end > f.filled && f.filled < f.reserved && liveLogs.Load() <= MaxFilledLogs {
+func (f *walFile) Write(p []byte) (int, error) {
+	if end := f.off + int64(len(p)); end > f.filled && f.filled < f.reserved && f.g.live.Load() <= MaxFilledLogs {
 		f.fill(min(f.reserved, end+Step))
 	}
 	n, err := f.File.Write(p)
@@ -165,16 +187,16 @@ func (f *file) Write(p []byte) (int, error) {
 }
 
 // Close implements vfs.File.
-func (f *file) Close() error {
+func (f *walFile) Close() error {
 	if f.live {
 		f.live = false
-		liveLogs.Add(-1)
+		f.g.live.Add(-1)
 	}
 	return f.File.Close()
 }
 
 // fill writes zeros over [f.filled, to).
-func (f *file) fill(to int64) {
+func (f *walFile) fill(to int64) {
 	for f.filled < to {
 		n, err := f.File.WriteAt(zeros[:min(int64(Step), to-f.filled)], f.filled)
 		f.filled += int64(n)

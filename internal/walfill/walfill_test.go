@@ -335,3 +335,47 @@ func TestZerosOnlyWhileFewLogsAreOpen(t *testing.T) {
 		t.Fatalf("with %d logs open the next write left %d bytes, want the writes and one step of zeros", walfill.MaxFilledLogs, len(b))
 	}
 }
+
+// TestGroupsCountTheirOwnLogs: each Group counts only its own WALs, so two
+// servers in one process (two Groups of MaxFilledLogs WALs each) both write
+// zeros ahead, while one more WAL in a Group stops its zeros.
+func TestGroupsCountTheirOwnLogs(t *testing.T) {
+	dir := t.TempDir()
+	open := func(g *walfill.Group, name string) (vfs.File, string) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		f, err := walfill.NewIn(vfs.Default, g).Create(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		if err := f.Preallocate(0, 4*walfill.Step); err != nil {
+			t.Fatal(err)
+		}
+		return f, path
+	}
+	filled := func(f vfs.File, path string) bool {
+		t.Helper()
+		if _, err := f.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		return len(readAll(t, path)) > 5
+	}
+	var a, b walfill.Group
+	var files []vfs.File
+	var paths []string
+	for i := range walfill.MaxFilledLogs {
+		for _, g := range []*walfill.Group{&a, &b} {
+			f, p := open(g, fmt.Sprintf("%p-%d.log", g, i))
+			files, paths = append(files, f), append(paths, p)
+		}
+	}
+	for i, f := range files {
+		if !filled(f, paths[i]) {
+			t.Fatalf("%s: no zeros with %d logs open in its group and %d in the process", filepath.Base(paths[i]), walfill.MaxFilledLogs, len(files))
+		}
+	}
+	if f, p := open(&a, "a-extra.log"); filled(f, p) {
+		t.Fatalf("zeros with %d logs open in the group", walfill.MaxFilledLogs+1)
+	}
+}
