@@ -118,6 +118,11 @@ type Options struct {
 	// MemTableSize is the size of each memtable; 0 means
 	// DefaultMemTableSize. Each WAL file is preallocated to about 1.1× it.
 	MemTableSize uint64
+	// WALGroup counts the WAL files open in the stores that share it, so
+	// that their logs are zero-filled only while few are open
+	// (internal/walfill); a server gives its stores one. nil: the
+	// process's.
+	WALGroup *walfill.Group
 }
 
 // Open opens the archive in dir (the configured, precreated directory),
@@ -174,7 +179,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		}
 		// dirlock: LOCK is never truncated, and the lock table is the one
 		// read-only opens (OpenReader, Inspect) consult in this process.
-		s.fs, s.realFS = newCustodyFS(walfill.New(dirlock.FS(vfs.Default))), true
+		s.fs, s.realFS = newCustodyFS(walfill.NewIn(dirlock.FS(vfs.Default), opts.WALGroup)), true
 	} else {
 		var err error
 		s.fs = opts.FS

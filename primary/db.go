@@ -61,6 +61,11 @@ type Options struct {
 	// DefaultMemTableSize. The store holds up to two, and each WAL file
 	// holds about one memtable of log (see internal/walfill).
 	MemTableSize uint64
+	// WALGroup counts the WAL files open in the stores that share it, so
+	// that their logs are zero-filled only while few are open
+	// (internal/walfill); a server gives its stores one. nil: the
+	// process's.
+	WALGroup *walfill.Group
 
 	// IndexGate, when non-nil, makes Open return as soon as the store is
 	// open, with the undelivered index in state IndexUnbuilt; the count
@@ -199,7 +204,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	bglog := newStoreLog(db.log, opts.Clock)
 	po := &pebble.Options{
-		FS:                 walfill.New(dirlock.FS(opts.FS)),
+		FS:                 walfill.NewIn(dirlock.FS(opts.FS), opts.WALGroup),
 		FormatMajorVersion: FormatMajorVersion,
 		MemTableSize:       cmp.Or(opts.MemTableSize, DefaultMemTableSize),
 		Cache:              opts.Cache,

@@ -51,7 +51,7 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 	db, err := primary.Open(ctx, primary.Options{
 		Alias: dc.Alias, Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
-		Cache: s.cache, FileCache: s.fileCache, MemTableSize: s.memory.PrimaryMemTable,
+		Cache: s.cache, FileCache: s.fileCache, MemTableSize: s.memory.PrimaryMemTable, WALGroup: &s.walGroup,
 	})
 	if err != nil {
 		return nil, s.primaryError(dc.Alias, err)
@@ -85,7 +85,7 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
-		Cache: s.archiveCache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable,
+		Cache: s.archiveCache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable, WALGroup: &s.walGroup,
 	})
 	d.dest.setScrubRate(dc.Outbox.ScrubPagesPerSecond)
 	source := d.dest.anchoredTo(d.db)

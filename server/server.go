@@ -24,6 +24,7 @@ import (
 	"github.com/riffdb/riffdb/internal/cmalloc"
 	"github.com/riffdb/riffdb/internal/membudget"
 	"github.com/riffdb/riffdb/internal/procs"
+	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/telemetry"
 )
@@ -65,6 +66,11 @@ type Server struct {
 	// descriptors reserved for the databases (listen.go); the server holds
 	// a reference until closeStores.
 	fileCache *pebble.FileCache
+	// walGroup counts the WALs open in the server's stores: with at most
+	// walfill.MaxFilledLogs of them (one database) they are zero-filled.
+	// It is the server's, not the process's, so that two servers in one
+	// process (tests, benchmarks) each behave as one server does.
+	walGroup walfill.Group
 	// newWorker creates each outbox worker; nil means outbox.New. Tests
 	// make it fail to exercise attach's error path.
 	newWorker func(outbox.Options) (*outbox.Worker, error)
