@@ -29,22 +29,20 @@
 //     cache keeps its quarter.
 //   - The cache is two: one shared by the primaries and one shared by the
 //     archives, which holds archive.BlockCacheBytes (4 MiB) of blocks per
-//     archive and never more than an eighth of the cache. Pebble counts
-//     the memtables of the stores that use a cache inside it (below,
-//     memTablesReserved), so the archives' cache is made larger by its
-//     archives' memtables, and holds that many blocks under load; without
-//     it, 4 MiB for one archive with 2 MiB memtables would hold none. An archive's reads that come back
-//     to the same blocks are few, and its scans (the background scrub
-//     above all) go through every block once per pass: a cache gives them
-//     nothing unless it holds the whole archive, and then the scrub
-//     validates cached blocks instead of the disk (archive.BlockCacheBytes
-//     says why). The rest of the cache goes to the primaries, which read
-//     what commands and delivery come back to, and which the archives'
-//     scans, in a cache of their own, cannot push out. (Until 2026-12-03
-//     the archives had an eighth of the cache, 55.5 MiB at one database:
-//     the scrub filled it in the first 8 to 13 minutes of every soak, and
-//     each compaction's eviction and refill of it left free space in the C
-//     heap; docs/benchmarks.md, "One memory budget".)
+//     archive and never more than an eighth of the cache. An archive's
+//     scans (the background scrub above all) read each block once per
+//     pass, and a cache that held the whole archive would have the scrub
+//     validate cached blocks instead of the disk (archive.BlockCacheBytes
+//     says why). Pebble counts the memtables of the stores that use a
+//     cache inside it (memTablesReserved), so the archives' cache is made
+//     larger by their memtables; without that, 4 MiB for one archive with
+//     2 MiB memtables would hold no block. The rest of the cache goes to
+//     the primaries, which read what commands and delivery come back to,
+//     and which the archives' scans, in a cache of their own, cannot push
+//     out. (Until 2026-12-03 the archives had an eighth of the cache,
+//     55.5 MiB at one database: the scrub filled it in the first minutes
+//     of every soak, and each compaction's eviction and refill of it left
+//     free space in the C heap; docs/benchmarks.md, "One memory budget".)
 //
 // The budget bounds the storage engines' memory. It does not bound the Go
 // heap (requests in flight, the undelivered index, telemetry), which comes
@@ -82,8 +80,6 @@ const (
 	granule = 64 << 10
 	// archiveCacheDivisor bounds the archives' cache to a part of the cache.
 	archiveCacheDivisor = 8
-	// ArchiveCachePerStore is the archives' block cache per archive store.
-	ArchiveCachePerStore = archive.BlockCacheBytes
 )
 
 // Split is one budget's division.
@@ -118,7 +114,7 @@ func Divide(budget int64, primaries, archives int) Split {
 	memtables := memTablesPerStore * (int64(primaries)*int64(s.PrimaryMemTable) + int64(archives)*int64(s.ArchiveMemTable))
 	s.CacheBytes = max(budget-memtables, budget/4)
 	if archives > 0 {
-		s.ArchiveBlockBytes = min(int64(archives)*ArchiveCachePerStore, s.CacheBytes/archiveCacheDivisor)
+		s.ArchiveBlockBytes = min(int64(archives)*archive.BlockCacheBytes, s.CacheBytes/archiveCacheDivisor)
 		s.ArchiveCacheBytes = s.ArchiveBlockBytes + memTablesReserved*int64(archives)*int64(s.ArchiveMemTable)
 	}
 	s.PrimaryCacheBytes = s.CacheBytes - s.ArchiveBlockBytes

@@ -3,6 +3,7 @@ package membudget_test
 import (
 	"testing"
 
+	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/membudget"
 )
@@ -111,7 +112,7 @@ func TestDivideGivesTheArchivesASmallCache(t *testing.T) {
 func TestDivideKeepsTheArchivesCacheApart(t *testing.T) {
 	for _, n := range []int{1, 4, 16, 32} {
 		s := membudget.Divide(config.DefaultMemoryBudgetBytes, n, n)
-		if want := min(int64(n)*membudget.ArchiveCachePerStore, s.CacheBytes/8); s.ArchiveBlockBytes != want || s.PrimaryCacheBytes+s.ArchiveBlockBytes != s.CacheBytes {
+		if want := min(int64(n)*archive.BlockCacheBytes, s.CacheBytes/8); s.ArchiveBlockBytes != want || s.PrimaryCacheBytes+s.ArchiveBlockBytes != s.CacheBytes {
 			t.Errorf("%d databases: primary cache %d, archive blocks %d, cache %d", n, s.PrimaryCacheBytes, s.ArchiveBlockBytes, s.CacheBytes)
 		}
 		if without := membudget.Divide(config.DefaultMemoryBudgetBytes, n, 0); without.ArchiveCacheBytes != 0 || without.ArchiveBlockBytes != 0 || without.PrimaryCacheBytes != without.CacheBytes {
