@@ -5,44 +5,50 @@
 //
 // # The split
 //
-// A store holds up to two memtables of its size at once (the one being
-// written and the one being flushed; Pebble stops writes beyond that,
-// MemTableStopWritesThreshold = 2), and its memtable memory is touched as it
-// fills, so under sustained load it is resident. The block cache is shared
-// and holds what reads bring in, up to its size. So:
+// A store holds up to three memtables of its size at once: the one being
+// written, the one being flushed (Pebble stops writes beyond those two,
+// MemTableStopWritesThreshold = 2), and an obsolete one Pebble keeps to
+// reuse its memory at the next rotation (memTableRecycle). Its memtable
+// memory is touched as it fills, so under sustained load all three are
+// resident. The block cache is shared and holds what reads bring in, up to
+// its size. So:
 //
 //   - Three quarters of the budget are offered to memtables, shared by
 //     weight: a primary counts 3, an archive 1. The primary is the store
 //     whose flushes rewrite a range (every flush overlaps the intents below
 //     it), so larger memtables buy it throughput (primary.DefaultMemTableSize
 //     explains the measurement); an archive only appends. Each store's share
-//     covers its two memtables.
+//     covers its three memtables.
 //   - Each memtable is then clamped: at most MaxPrimaryMemTable or
 //     MaxArchiveMemTable (the sizes the stores were tuned at; more bought
 //     nothing measurable), at least MinMemTable (Pebble starts every store's
 //     first memtable at 256 KiB anyway), and rounded down to a multiple of
 //     64 KiB.
-//   - The block cache gets the rest of the budget: the budget less the
-//     memtables' worst case (two per store), and never less than a quarter
-//     of it. With few databases the memtables reach their maximum and the
-//     cache gets most of the budget; with many, memtables shrink and the
-//     cache keeps its quarter.
-//   - The cache is two: one shared by the primaries and one shared by the
-//     archives, which holds archive.BlockCacheBytes (4 MiB) of blocks per
-//     archive and never more than an eighth of the cache. An archive's
-//     scans (the background scrub above all) read each block once per
-//     pass, and a cache that held the whole archive would have the scrub
-//     validate cached blocks instead of the disk (archive.BlockCacheBytes
-//     says why). Pebble counts the memtables of the stores that use a
-//     cache inside it (memTablesReserved), so the archives' cache is made
-//     larger by their memtables; without that, 4 MiB for one archive with
-//     2 MiB memtables would hold no block. The rest of the cache goes to
-//     the primaries, which read what commands and delivery come back to,
-//     and which the archives' scans, in a cache of their own, cannot push
-//     out. (Until 2026-12-03 the archives had an eighth of the cache,
-//     55.5 MiB at one database: the scrub filled it in the first minutes
-//     of every soak, and each compaction's eviction and refill of it left
-//     free space in the C heap; docs/benchmarks.md, "One memory budget".)
+//   - Blocks get the rest of the budget: the budget less the memtables'
+//     worst case (three per store), and never less than a quarter of it.
+//     With few databases the memtables reach their maximum and blocks get
+//     most of the budget; with many, memtables shrink and blocks keep their
+//     quarter.
+//   - The blocks are held in two caches: one shared by the primaries and
+//     one shared by the archives, which holds archive.BlockCacheBytes
+//     (4 MiB) of blocks per archive and never more than an eighth of the
+//     blocks. An archive's scans (the background scrub above all) read each
+//     block once per pass, and a cache that held the whole archive would
+//     have the scrub validate cached blocks instead of the disk
+//     (archive.BlockCacheBytes says why). The rest goes to the primaries,
+//     which read what commands and delivery come back to, and which the
+//     archives' scans, in a cache of their own, cannot push out.
+//   - Pebble counts the memtables of the stores that use a cache inside it:
+//     it reserves each memtable's size in the cache when it allocates it
+//     and keeps the reservation while it holds it for reuse (db.go,
+//     newMemTable; Cache.Reserve). So each Pebble cache is made as large as
+//     its blocks and three memtables per store that shares it
+//     (Split.PrimaryCacheBytes, Split.ArchiveCacheBytes); the reservation
+//     stands for memory the memtables use, outside the cache, so the
+//     engines' memory stays the budget. (Until 2026-12-03 the primaries'
+//     cache was its blocks alone: from four databases on, under sustained
+//     load, their memtables' reservation took all of it and it held no
+//     block; docs/benchmarks.md, "One memory budget".)
 //
 // The budget bounds the storage engines' memory. It does not bound the Go
 // heap (requests in flight, the undelivered index, telemetry), which comes
@@ -64,21 +70,19 @@ const (
 	// MinMemTable is the smallest memtable any store is given.
 	MinMemTable = 256 << 10
 	// memTablesPerStore is how many memtables of its size a store can hold
-	// at once (Pebble's MemTableStopWritesThreshold default).
-	memTablesPerStore = 2
-	// memTablesReserved is how many memtables of its size a store reserves
-	// in its block cache: Pebble takes a reservation in the cache for the
-	// memory of every memtable it allocates (db.go, newMemTable) and keeps
-	// it for the one it holds for reuse (memTableRecycle), so a busy store
-	// reserves up to its two memtables and a third. The reservation shrinks
-	// what the cache holds of blocks by as much.
-	memTablesReserved = 3
+	// at once, and reserve in its block cache: the two Pebble's
+	// MemTableStopWritesThreshold default lets it fill and flush, and the
+	// one it keeps for reuse (memTableRecycle). Pebble takes a reservation
+	// in the cache for the memory of every memtable it allocates (db.go,
+	// newMemTable) and keeps it while it holds the memtable for reuse.
+	memTablesPerStore = 3
 	// primaryWeight and archiveWeight share the memtable part of the
 	// budget between the two kinds of store.
 	primaryWeight, archiveWeight = 3, 1
 	// granule is what memtable sizes are rounded down to.
 	granule = 64 << 10
-	// archiveCacheDivisor bounds the archives' cache to a part of the cache.
+	// archiveCacheDivisor bounds the archives' blocks to a part of the
+	// blocks.
 	archiveCacheDivisor = 8
 )
 
@@ -86,19 +90,21 @@ const (
 type Split struct {
 	// Budget is the budget divided.
 	Budget int64
-	// CacheBytes is the block caches' part of the budget: PrimaryCacheBytes
-	// for the cache the primary stores share, ArchiveBlockBytes of blocks
-	// for the one the archive stores share (0 without archives).
-	CacheBytes, PrimaryCacheBytes, ArchiveBlockBytes int64
-	// ArchiveCacheBytes is the size of the archives' Pebble cache:
-	// ArchiveBlockBytes and the reservation Pebble takes in it for the
-	// archives' memtables (memTablesReserved per archive).
-	ArchiveCacheBytes int64
+	// BlockBytes is the part of the budget that holds blocks:
+	// PrimaryBlockBytes in the cache the primary stores share and
+	// ArchiveBlockBytes in the one the archive stores share (0 without
+	// archives).
+	BlockBytes, PrimaryBlockBytes, ArchiveBlockBytes int64
+	// PrimaryCacheBytes and ArchiveCacheBytes are the sizes of the two
+	// Pebble caches: their blocks and the reservation Pebble takes in each
+	// for the memtables of the stores that share it (memTablesPerStore per
+	// store).
+	PrimaryCacheBytes, ArchiveCacheBytes int64
 	// PrimaryMemTable and ArchiveMemTable are the memtable sizes of each
 	// primary and each archive store.
 	PrimaryMemTable, ArchiveMemTable uint64
-	// EngineBytes is the engines' worst case: the cache plus two memtables
-	// per store.
+	// EngineBytes is the engines' worst case: the blocks and three
+	// memtables per store.
 	EngineBytes int64
 }
 
@@ -111,14 +117,16 @@ func Divide(budget int64, primaries, archives int) Split {
 		s.PrimaryMemTable = clamp(unit*primaryWeight, MaxPrimaryMemTable)
 		s.ArchiveMemTable = clamp(unit*archiveWeight, MaxArchiveMemTable)
 	}
-	memtables := memTablesPerStore * (int64(primaries)*int64(s.PrimaryMemTable) + int64(archives)*int64(s.ArchiveMemTable))
-	s.CacheBytes = max(budget-memtables, budget/4)
+	primaryMemTables := memTablesPerStore * int64(primaries) * int64(s.PrimaryMemTable)
+	archiveMemTables := memTablesPerStore * int64(archives) * int64(s.ArchiveMemTable)
+	s.BlockBytes = max(budget-primaryMemTables-archiveMemTables, budget/4)
 	if archives > 0 {
-		s.ArchiveBlockBytes = min(int64(archives)*archive.BlockCacheBytes, s.CacheBytes/archiveCacheDivisor)
-		s.ArchiveCacheBytes = s.ArchiveBlockBytes + memTablesReserved*int64(archives)*int64(s.ArchiveMemTable)
+		s.ArchiveBlockBytes = min(int64(archives)*archive.BlockCacheBytes, s.BlockBytes/archiveCacheDivisor)
+		s.ArchiveCacheBytes = s.ArchiveBlockBytes + archiveMemTables
 	}
-	s.PrimaryCacheBytes = s.CacheBytes - s.ArchiveBlockBytes
-	s.EngineBytes = s.CacheBytes + memtables
+	s.PrimaryBlockBytes = s.BlockBytes - s.ArchiveBlockBytes
+	s.PrimaryCacheBytes = s.PrimaryBlockBytes + primaryMemTables
+	s.EngineBytes = s.BlockBytes + primaryMemTables + archiveMemTables
 	return s
 }
 
