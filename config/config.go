@@ -110,8 +110,9 @@ type Server struct {
 	// the network in cleartext.
 	AllowInsecureListen bool
 	// MemoryBudgetBytes is the memory the storage engines of every hosted
-	// database share: one block cache and the memtables, sized from it and
-	// from the number of databases (server.memory_budget_bytes). 0 means
+	// database share: the block caches and the memtables, sized from it and
+	// from the number of databases (server.memory_budget_bytes,
+	// internal/membudget). 0 means
 	// DefaultMemoryBudgetBytes. It bounds the engines, not the Go heap of
 	// requests in flight.
 	MemoryBudgetBytes int64

@@ -58,8 +58,9 @@ type Options struct {
 	// (1,000). Open takes its own reference, as with Cache.
 	FileCache *pebble.FileCache
 	// MemTableSize is the size of each of the store's memtables; 0 means
-	// DefaultMemTableSize. The store holds up to two, and each WAL file
-	// holds about one memtable of log (see internal/walfill).
+	// DefaultMemTableSize. The store holds up to three (two to fill and
+	// flush, one kept for reuse), and each WAL file holds about one
+	// memtable of log (see internal/walfill).
 	MemTableSize uint64
 	// WALGroup counts the WAL files open in the stores that share it, so
 	// that their logs are zero-filled only while few are open
@@ -153,8 +154,9 @@ type DB struct {
 // with its default options went from 0.59-0.65x at 4 MiB to 0.71-0.80x at 16
 // and 32 MiB (bare Pebble given only this larger memtable gets slower; given
 // this and zero-filled WALs it gets faster, see docs/benchmarks.md). The cost
-// is memory: up to two memtables of this size per database (Pebble grows a
-// new store's memtables up to it), and a longer WAL replay after a crash. A
+// is memory: up to three memtables of this size per database, two to fill
+// and flush and one Pebble keeps to reuse (Pebble grows a new store's
+// memtables up to it), and a longer WAL replay after a crash. A
 // server hosting many databases divides its memory budget among them and
 // gives each a smaller memtable (internal/membudget).
 const DefaultMemTableSize = 32 << 20
