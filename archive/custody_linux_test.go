@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/riffdb/riffdb/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -269,17 +270,11 @@ func archiveOptions(fs vfs.FS) *pebble.Options {
 		FS:                 newCustodyFS(fs),
 		FormatMajorVersion: pebble.FormatValueSeparation,
 		EventListener:      &pebble.EventListener{},
-		Logger:             quietLogger{},
+		Logger:             testutil.QuietPebbleLogger{},
 	}
 	o.WithFSDefaults()
 	return o
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)         {}
-func (quietLogger) Errorf(string, ...any)        {}
-func (quietLogger) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
 
 // openPopulated opens a store in a compliant directory through the custody
 // FS, writes n records and flushes them to sstables.

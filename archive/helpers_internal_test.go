@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/testutil"
 )
 
 const testDir = "/arch"
@@ -87,7 +88,7 @@ func mustAccept(t testing.TB, s *Store, k event.Key, r []byte, want Outcome) {
 // editStore opens the closed store directly with Pebble and applies fn.
 func editStore(t testing.TB, fs vfs.FS, fn func(db *pebble.DB)) {
 	t.Helper()
-	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: FormatMajorVersion, Logger: silentPebbleLogger{}})
+	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: FormatMajorVersion, Logger: testutil.QuietPebbleLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +161,3 @@ func sameFiles(a, b map[string][]byte) error {
 	}
 	return nil
 }
-
-// silentPebbleLogger silences Pebble's informational logs in direct test opens.
-type silentPebbleLogger struct{}
-
-func (silentPebbleLogger) Infof(string, ...any)           {}
-func (silentPebbleLogger) Errorf(string, ...any)          {}
-func (silentPebbleLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

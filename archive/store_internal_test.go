@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/testutil"
 )
 
 func TestAcceptStoredDuplicateConflict(t *testing.T) {
@@ -228,7 +229,7 @@ func setKey(t *testing.T, db *pebble.DB, k, v []byte) {
 func TestOpenRefusesOldEngineFormat(t *testing.T) {
 	t.Parallel()
 	fs := newMemFS(t, false)
-	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatMinSupported, Logger: silentPebbleLogger{}})
+	db, err := pebble.Open(fs.PathJoin(testDir, StoreDirName), &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatMinSupported, Logger: testutil.QuietPebbleLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}

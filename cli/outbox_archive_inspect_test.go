@@ -327,18 +327,12 @@ var accountingKey = []byte("maccounting")
 func rawStore(t *testing.T, dir string) *pebble.DB {
 	t.Helper()
 	db, err := pebble.Open(filepath.Join(dir, archive.StoreDirName), &pebble.Options{
-		FormatMajorVersion: archive.FormatMajorVersion, ErrorIfNotExists: true, Logger: quietPebbleLogger{}})
+		FormatMajorVersion: archive.FormatMajorVersion, ErrorIfNotExists: true, Logger: testutil.QuietPebbleLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return db
 }
-
-type quietPebbleLogger struct{}
-
-func (quietPebbleLogger) Infof(string, ...any)         {}
-func (quietPebbleLogger) Errorf(string, ...any)        {}
-func (quietPebbleLogger) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
 
 // privatize restores the custody modes after a raw Pebble open created files
 // under the test's umask.

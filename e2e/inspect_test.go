@@ -21,6 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/internal/testutil"
 )
 
 // stepResult is the inspect result with the fields of a stepped scan.
@@ -185,7 +186,7 @@ func rawArchive(t *testing.T, outbox string, fn func(db *pebble.DB)) {
 	t.Helper()
 	dir := filepath.Join(outbox, archive.StoreDirName)
 	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: archive.FormatMajorVersion, ErrorIfNotExists: true,
-		Logger: quietLogger{}})
+		Logger: testutil.QuietPebbleLogger{}})
 	must(t, err)
 	fn(db)
 	must(t, db.Close())
@@ -195,12 +196,6 @@ func rawArchive(t *testing.T, outbox string, fn func(db *pebble.DB)) {
 		must(t, os.Chmod(filepath.Join(dir, n.Name()), 0o600))
 	}
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)         {}
-func (quietLogger) Errorf(string, ...any)        {}
-func (quietLogger) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
 
 // TestInspectReconcilesInStepsAndLeavesNoTrace builds an archive through
 // the real server and drives the real CLI: a reconciliation one page a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary"
 )
@@ -122,7 +122,7 @@ func BenchmarkPebbleCommitShapedBatch64(b *testing.B) {
 
 // bareOptions are Pebble's defaults at the primary's format version.
 func bareOptions() *pebble.Options {
-	return &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: quietLogger{}}
+	return &pebble.Options{FormatMajorVersion: primary.FormatMajorVersion, Logger: testutil.QuietPebbleLogger{}}
 }
 
 // twoKeyBatch fills the baseline's batch n: a 128-byte value and a 32-byte
@@ -158,10 +158,3 @@ func bareWriters64(b *testing.B, o *pebble.Options, fill func(bt *pebble.Batch, 
 		}
 	})
 }
-
-// quietLogger drops Pebble's informational logging; fatal errors panic.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)           {}
-func (quietLogger) Errorf(string, ...any)          {}
-func (quietLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

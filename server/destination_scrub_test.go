@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 )
@@ -84,7 +85,7 @@ func (s *scrubSetup) worker(t *testing.T, d *archiveDestination) *outbox.Worker 
 // checksums hold, only the record's own checksum catches it.
 func (s *scrubSetup) corruptRecord(t *testing.T, n int) {
 	t.Helper()
-	db, err := pebble.Open(s.fs.PathJoin("/outbox", archive.StoreDirName), &pebble.Options{FS: s.fs, FormatMajorVersion: archive.FormatMajorVersion, Logger: quietPebble{}})
+	db, err := pebble.Open(s.fs.PathJoin("/outbox", archive.StoreDirName), &pebble.Options{FS: s.fs, FormatMajorVersion: archive.FormatMajorVersion, Logger: testutil.QuietPebbleLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +201,3 @@ func chanOf(c <-chan struct{}) <-chan struct{} {
 	}()
 	return out
 }
-
-// quietPebble silences a direct Pebble open's informational logs.
-type quietPebble struct{}
-
-func (quietPebble) Infof(string, ...any)           {}
-func (quietPebble) Errorf(string, ...any)          {}
-func (quietPebble) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

@@ -5,6 +5,7 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -46,3 +47,17 @@ func WaitFor(tb testing.TB, d, interval time.Duration, what string, cond func() 
 		time.Sleep(interval)
 	}
 }
+
+// QuietPebbleLogger is a Pebble logger (pebble.Logger) for tests that open
+// a Pebble store directly: it drops informational and error messages and
+// panics on a fatal one, as Pebble expects Fatalf not to return.
+type QuietPebbleLogger struct{}
+
+// Infof drops the message.
+func (QuietPebbleLogger) Infof(string, ...any) {}
+
+// Errorf drops the message.
+func (QuietPebbleLogger) Errorf(string, ...any) {}
+
+// Fatalf panics with the message.
+func (QuietPebbleLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
