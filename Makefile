@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: help run test deps lint unit race bench bench-startup-10m soak inspect-steps dashboards loadtest reliability e2e-tracing clean
+.PHONY: help run test deps lint unit race bench bench-startup-10m drain-chain soak inspect-steps dashboards loadtest reliability e2e-tracing clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -32,6 +32,9 @@ bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble, 
 
 bench-startup-10m: ## process start to first delivery with a 10,000,000-record archive against a 10,000-record one (about 5 min, 11 GB of disk)
 	RIFFDB_STARTUP_RECORDS=10000000 $(GO) test -run '^$$' -bench '^BenchmarkStartup$$' -benchtime 15x -timeout 0 ./bench/
+
+drain-chain: ## where each database's delivery time goes while N drain at once, from execution traces (N=4, RUNS=3 by default)
+	./scripts/drain-chain.sh
 
 soak: ## the soak: the real binary at half its drain rate for 60 minutes (SOAK=5m for the short form); CSV and SVG in bench/results/
 	./scripts/soak.sh

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"testing"
 	"time"
 
@@ -155,6 +156,7 @@ func benchMultiDB(b *testing.B, n int) {
 	rate, raw := float64(delivered)/drainTime.Seconds(), float64(rawOps)/rawTime.Seconds()
 	b.ReportMetric(float64(goProcs), "procs")
 	b.ReportMetric(rate, "delivered_events/s")
+	b.ReportMetric(float64(perDB), "events/db") // in each drain
 	b.ReportMetric(raw, "raw_events/s")
 	b.ReportMetric(rate/raw, "delivered_vs_raw")
 	bare := float64(bareOps) / bareTime.Seconds()
@@ -338,9 +340,32 @@ func waitArchivesOpen(in *multiInstall, deadline time.Duration) error {
 // benchmark (-test.cpuprofile) mixes in the preload, the raw writers and
 // the commit load. It writes drain-n<N>.pprof there (the last iteration's)
 // and returns the function that stops it.
+//
+// RIFFDB_DRAIN_TRACE likewise names a directory for an execution trace of
+// the drain (drain-n<N>.trace): where each worker's wall time goes, on the
+// CPU, in a system call, blocked, or runnable and waiting for a thread
+// (go tool trace -pprof=sched).
 func drainProfile(tb testing.TB, n int) func() {
 	tb.Helper()
-	return cpuProfile(tb, "RIFFDB_DRAIN_PROFILE", fmt.Sprintf("drain-n%d.pprof", n))
+	stopCPU := cpuProfile(tb, "RIFFDB_DRAIN_PROFILE", fmt.Sprintf("drain-n%d.pprof", n))
+	dir := os.Getenv("RIFFDB_DRAIN_TRACE")
+	if dir == "" {
+		return stopCPU
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("drain-n%d.trace", n)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		stopCPU()
+	}
 }
 
 // cpuProfile starts a CPU profile into the file name of the directory

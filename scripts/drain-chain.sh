@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Where a database's delivery time goes, per delivered event, when N
+# databases drain at once: BenchmarkMultiDB's drain at one N, run with an
+# execution trace (RIFFDB_DRAIN_TRACE), and the trace read with the Go
+# toolchain's own tools (go tool trace -pprof, go tool pprof).
+#
+#   scripts/drain-chain.sh          N = 4, 3 runs
+#   N=16 RUNS=5 scripts/drain-chain.sh
+#
+# Each database's worker is one chain of steps: every event is one synced
+# archive transaction, every run of up to 16 events one synced claim on the
+# primary. Per event and per database, the script prints the chain's length
+# (N / delivered events/s) and its parts, measured from the workers' own
+# waits in the trace:
+#   archive_txn     the worker waiting for its archive transaction
+#                   (Store.Accept's storage call, on its own goroutine)
+#     of it fsync   the archive WALs' fdatasync
+#   claim           the worker waiting for its claim (primary.Claim)
+#     of it fsync   the primaries' WAL fdatasync (claims, completions)
+#   worker          the rest: the worker's own work between those waits
+# next to the same run's baselines: one raw writer's period
+# (N / raw events/s) and one bare Pebble store's synced commit
+# (N / pebble events/s). The tracer adds its own cost: the rates here are
+# a little lower than without it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+N=${N:-4}
+RUNS=${RUNS:-3}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$GO" test -c -o "$work/bench.test" ./bench
+
+# seconds prints the total of a delay profile ("accounting for 1.5s")
+# restricted by the pprof options given, in seconds.
+seconds() {
+	local profile=$1
+	shift
+	"$GO" tool pprof -top "$@" "$profile" 2>/dev/null |
+		sed -n 's/.*accounting for \([0-9.]*\)\([mun]*s\).*/\1 \2/p' | head -1 |
+		awk '{f = 1; if ($2 == "ms") f = 1e-3; if ($2 == "us") f = 1e-6; if ($2 == "ns") f = 1e-9; print $1 * f}'
+}
+
+# node prints one function's cumulative delay in a profile, in seconds.
+node() {
+	local profile=$1 fn=$2
+	shift 2
+	"$GO" tool pprof -top "$@" "$profile" 2>/dev/null | awk -v fn="$fn" '$6 == fn {print $4}' |
+		sed 's/\([0-9.]*\)\([mun]*s\)/\1 \2/' |
+		awk '{f = 1; if ($2 == "ms") f = 1e-3; if ($2 == "us") f = 1e-6; if ($2 == "ns") f = 1e-9; print $1 * f}'
+}
+
+printf '%-4s %9s %9s %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s\n' \
+	run deliv/s raw/s pebble/s ratio chain arch_txn fsync claim fsync worker raw_per pebble
+for i in $(seq 1 "$RUNS"); do
+	d=$work/r$i
+	mkdir -p "$d"
+	out=$(cd bench && RIFFDB_DRAIN_TRACE=$d "$work/bench.test" -test.run '^$' \
+		-test.bench "^BenchmarkMultiDB\$/^n=$N\$" -test.benchtime 1x 2>&1) || {
+		echo "$out" >&2
+		exit 1
+	}
+	metric() { echo "$out" | grep -o "[0-9.e+-]* $1" | head -1 | cut -d' ' -f1; }
+	del=$(metric delivered_events/s)
+	raw=$(metric raw_events/s)
+	peb=$(metric pebble_events/s)
+	"$GO" tool trace -pprof=sync "$d/drain-n$N.trace" >"$d/sync.pprof"
+	"$GO" tool trace -pprof=syscall "$d/drain-n$N.trace" >"$d/syscall.pprof"
+	focus='outbox.\(\*pass\).claimAndDeliver'
+	txn=$(node "$d/sync.pprof" github.com/riffdb/riffdb/archive.guardedTxn -focus="$focus")
+	claim=$(node "$d/sync.pprof" 'github.com/riffdb/riffdb/primary.(*DB).Claim' -focus="$focus")
+	# The archive opens its store through Pebble's errorfs (its fence); the
+	# primary does not.
+	afs=$(seconds "$d/syscall.pprof" -focus='errorfs.\(\*errorFile\).SyncData')
+	pfs=$(seconds "$d/syscall.pprof" -focus='unix.Fdatasync' -ignore=errorfs)
+	events=$(($(metric events/db) * N))
+	awk -v i="$i" -v n="$N" -v ev="$events" -v del="$del" -v raw="$raw" -v peb="$peb" \
+		-v txn="${txn:-0}" -v claim="${claim:-0}" -v afs="${afs:-0}" -v pfs="${pfs:-0}" 'BEGIN {
+		us = 1e6 / ev
+		chain = n / del * 1e6
+		printf "%-4s %9.0f %9.0f %9.0f %7.2f | %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f\n", i, del, raw, peb, del / raw,
+			chain, txn * us, afs * us, claim * us, pfs * us, chain - (txn + claim) * us, n / raw * 1e6, n / peb * 1e6
+	}'
+done
+echo "(per event and database, µs; ratio is delivered / raw, the target's)"
