@@ -67,7 +67,7 @@ type Server struct {
 	// a reference until closeStores.
 	fileCache *pebble.FileCache
 	// walGroup counts the WALs open in the server's stores: with at most
-	// walfill.MaxFilledLogs of them (one database) they are zero-filled.
+	// walfill.MaxFilledLogs of them (eight databases) they are zero-filled.
 	// It is the server's, not the process's, so that two servers in one
 	// process (tests, benchmarks) each behave as one server does.
 	walGroup walfill.Group

@@ -14,19 +14,23 @@
 // one into fallocated or appended space. PostgreSQL zero-fills new WAL
 // segments for the same reason (wal_init_zero).
 //
-// That holds for one stream of syncs, not for many. Measured here
+// That holds for a few streams of syncs, not for many. Measured here
 // (bench.BenchmarkParallelSync: 128-byte write+fdatasync loops, one file
 // each, interleaved in time), overwriting written space ran at 1.1-2.1x of
-// appending with one writer but 0.69x and 0.76x with 16 and 32, and 0.74-1.1x
-// with 4 (runs differ). The likely reason: an fdatasync that must commit
+// appending with one writer, 0.74-1.17x with 4 (runs differ), and
+// 0.69-0.83x with 16 and 0.76-0.79x with 32. The likely reason: an fdatasync that must commit
 // metadata waits for a journal commit, which ext4 shares among every file
 // being synced at that moment (one cache flush for all of them), while an
-// fdatasync into written space skips the journal and flushes on its own. So
-// zeros are written only while at most MaxFilledLogs WAL files are open for
-// writing in the server (one database: its primary and its archive); with
-// more, a WAL is appended to like any other file. A server counts its own
-// WALs (Group); other servers' syncs on the same disk, in this process or
-// another, are not seen.
+// fdatasync into written space skips the journal and flushes on its own.
+// Delivery, measured the same way (bench.BenchmarkMultiDB, the build with
+// zeros for every WAL against the build with zeros for one database's,
+// alternating), delivered 0.86-1.91x (median 1.32x, 7 pairs) with 4
+// databases, 1.13-2.0x with 8, 0.76-1.60x with 16 and 0.92-1.01x with 32.
+// So zeros are written only while at most MaxFilledLogs WAL files are open
+// for writing in the server (eight databases: a primary and an archive
+// each); with more, a WAL is appended to like any other file. A server
+// counts its own WALs (Group); other servers' syncs on the same disk, in
+// this process or another, are not seen.
 //
 // # Where a WAL's disk goes, and what this package changes
 //
@@ -80,8 +84,8 @@ const Step = 1 << 20
 
 // MaxFilledLogs is the most WAL files that may be open for writing in a
 // Group for zeros still to be written ahead of them (see the package
-// documentation): the two stores of one database.
-const MaxFilledLogs = 2
+// documentation): the two stores of each of eight databases.
+const MaxFilledLogs = 16
 
 // Group counts the files that Pebble reserved space in (its WALs) and has
 // not closed yet, among the stores whose filesystems share it. A server
@@ -91,6 +95,10 @@ const MaxFilledLogs = 2
 type Group struct {
 	live atomic.Int64
 }
+
+// Open returns how many WALs are open in g: files Pebble reserved space in
+// and has not closed.
+func (g *Group) Open() int { return int(g.live.Load()) }
 
 // processGroup is the Group of stores opened without one.
 var processGroup Group
