@@ -5,7 +5,7 @@ package testutil
 
 import (
 	"bytes"
-	"fmt"
+	"log"
 	"sync"
 	"testing"
 	"time"
@@ -49,8 +49,9 @@ func WaitFor(tb testing.TB, d, interval time.Duration, what string, cond func() 
 }
 
 // QuietPebbleLogger is a Pebble logger (pebble.Logger) for tests that open
-// a Pebble store directly: it drops informational and error messages and
-// panics on a fatal one, as Pebble expects Fatalf not to return.
+// a Pebble store directly: it drops informational and error messages, and
+// on a fatal one does what Pebble's own default logger does (log.Fatalf:
+// the message, then exit status 1), as Pebble expects Fatalf not to return.
 type QuietPebbleLogger struct{}
 
 // Infof drops the message.
@@ -59,5 +60,5 @@ func (QuietPebbleLogger) Infof(string, ...any) {}
 // Errorf drops the message.
 func (QuietPebbleLogger) Errorf(string, ...any) {}
 
-// Fatalf panics with the message.
-func (QuietPebbleLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+// Fatalf writes the message and exits with status 1.
+func (QuietPebbleLogger) Fatalf(format string, args ...any) { log.Fatalf(format, args...) }
