@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -348,22 +349,9 @@ func waitArchivesOpen(in *multiInstall, deadline time.Duration) error {
 func drainProfile(tb testing.TB, n int) func() {
 	tb.Helper()
 	stopCPU := cpuProfile(tb, "RIFFDB_DRAIN_PROFILE", fmt.Sprintf("drain-n%d.pprof", n))
-	dir := os.Getenv("RIFFDB_DRAIN_TRACE")
-	if dir == "" {
-		return stopCPU
-	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("drain-n%d.trace", n)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := trace.Start(f); err != nil {
-		tb.Fatal(err)
-	}
+	stopTrace := record(tb, "RIFFDB_DRAIN_TRACE", fmt.Sprintf("drain-n%d.trace", n), trace.Start, trace.Stop)
 	return func() {
-		trace.Stop()
-		if err := f.Close(); err != nil {
-			tb.Fatal(err)
-		}
+		stopTrace()
 		stopCPU()
 	}
 }
@@ -373,6 +361,15 @@ func drainProfile(tb testing.TB, n int) func() {
 // the function that stops it.
 func cpuProfile(tb testing.TB, env, name string) (stop func()) {
 	tb.Helper()
+	return record(tb, env, name, pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// record starts a recorder (start, stop: a CPU profile or an execution
+// trace) into the file name of the directory that the environment variable
+// env names, if it names one, and returns the function that stops it and
+// closes the file.
+func record(tb testing.TB, env, name string, start func(io.Writer) error, stop func()) func() {
+	tb.Helper()
 	dir := os.Getenv(env)
 	if dir == "" {
 		return func() {}
@@ -381,11 +378,11 @@ func cpuProfile(tb testing.TB, env, name string) (stop func()) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		tb.Fatal(err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		if err := f.Close(); err != nil {
 			tb.Fatal(err)
 		}

@@ -32,23 +32,26 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$GO" test -c -o "$work/bench.test" ./bench
 
+# in_seconds turns pprof's durations ("1.5s", "283.51ms", "12us") into seconds.
+in_seconds() {
+	sed 's/\([0-9.]*\)\([mun]*s\)/\1 \2/' |
+		awk '{f = 1; if ($2 == "ms") f = 1e-3; if ($2 == "us") f = 1e-6; if ($2 == "ns") f = 1e-9; print $1 * f}'
+}
+
 # seconds prints the total of a delay profile ("accounting for 1.5s")
 # restricted by the pprof options given, in seconds.
 seconds() {
 	local profile=$1
 	shift
 	"$GO" tool pprof -top "$@" "$profile" 2>/dev/null |
-		sed -n 's/.*accounting for \([0-9.]*\)\([mun]*s\).*/\1 \2/p' | head -1 |
-		awk '{f = 1; if ($2 == "ms") f = 1e-3; if ($2 == "us") f = 1e-6; if ($2 == "ns") f = 1e-9; print $1 * f}'
+		sed -n 's/.*accounting for \([0-9.]*[mun]*s\).*/\1/p' | head -1 | in_seconds
 }
 
 # node prints one function's cumulative delay in a profile, in seconds.
 node() {
 	local profile=$1 fn=$2
 	shift 2
-	"$GO" tool pprof -top "$@" "$profile" 2>/dev/null | awk -v fn="$fn" '$6 == fn {print $4}' |
-		sed 's/\([0-9.]*\)\([mun]*s\)/\1 \2/' |
-		awk '{f = 1; if ($2 == "ms") f = 1e-3; if ($2 == "us") f = 1e-6; if ($2 == "ns") f = 1e-9; print $1 * f}'
+	"$GO" tool pprof -top "$@" "$profile" 2>/dev/null | awk -v fn="$fn" '$6 == fn {print $4}' | in_seconds
 }
 
 printf '%-4s %9s %9s %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s\n' \
