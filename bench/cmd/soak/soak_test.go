@@ -668,3 +668,37 @@ func TestSamplesStandForTheirScheduledTimes(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+func TestP99NoteSaysHowBusyTheArchiveSyncsWere(t *testing.T) {
+	total := 5 * time.Minute
+	w := windowsFor(total)
+	samples := synthetic(total, flat(100<<20), flat(10), flat(10), steadyLag)
+	// Rebuild the archive's sync counters: 10,000 syncs per 10-s interval,
+	// 0.4 ms each in the baseline window (40 % of the time) and 0.6 ms in
+	// the last (60 %), with one failed scrape in the last window.
+	var n, secs float64
+	for i := range samples {
+		s := &samples[i]
+		if i > 0 {
+			each := 0.0004
+			if s.Elapsed > w.LastStart {
+				each = 0.0006
+			}
+			n, secs = n+10000, secs+10000*each
+		}
+		s.FsyncsArchive, s.FsyncSecondsArchive = n, secs
+	}
+	samples[len(samples)-2].FsyncSecondsArchive = math.NaN()
+	b, l := archiveSyncs(samples, w.BaseStart, w.BaseEnd), archiveSyncs(samples, w.LastStart, w.Total)
+	if b.intervals != 5 || b.busy != 0 || math.Abs(b.meanMs-0.4) > 1e-9 || math.Abs(b.share-0.4) > 1e-9 {
+		t.Errorf("baseline window: %+v, want 5 intervals, none busy, 0.4 ms, 40 %%", b)
+	}
+	// The failed scrape leaves out both intervals it bounds.
+	if l.intervals != 3 || l.busy != 3 || math.Abs(l.meanMs-0.6) > 1e-9 || math.Abs(l.share-0.6) > 1e-9 {
+		t.Errorf("last window: %+v, want 3 intervals, all busy, 0.6 ms, 60 %%", l)
+	}
+	note := targetsByName(evaluate(samples, total))["commit→archived"].Note
+	if want := "the archive's WAL syncs, baseline and last window: 0.40 and 0.60 ms each, 40% and 60% of the time, 0 of 5 and 3 of 3 intervals at least 50%"; !strings.Contains(note, want) {
+		t.Errorf("note %q\nwant it to contain %q", note, want)
+	}
+}
