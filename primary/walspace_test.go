@@ -16,7 +16,8 @@ import (
 // TestWALSpaceFollowsTheLog checks the primary's WAL disk use on a real
 // disk: Options.MemTableSize reaches Pebble (a 256 KiB memtable rotates
 // WALs many times in 2,000 commits), obsolete WALs are deleted rather than
-// recycled, and the WAL left allocates about its log plus one walfill.Step,
+// recycled, and the WAL left allocates about its log plus at most one
+// walfill.Step of zeros,
 // not a 1.1-memtable reservation.
 func TestWALSpaceFollowsTheLog(t *testing.T) {
 	const memtable = 256 << 10

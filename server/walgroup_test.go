@@ -83,7 +83,7 @@ func TestEightDatabasesZeroFillTheirWALs(t *testing.T) {
 	s, _ := startDev(t, withDatabases(t, 8))
 	commitTwice(t, s)
 	for i, n := range primaryWALSizes(t, s) {
-		if n < walfill.Step {
+		if n < walfill.MinStep {
 			t.Errorf("with 8 databases, %s's primary WAL is %d bytes after two commits: not zero-filled", s.dbs[i].alias, n)
 		}
 	}
@@ -95,7 +95,7 @@ func TestEightDatabasesZeroFillTheirWALs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, n := range primaryWALSizes(t, s) {
-		if n < walfill.Step {
+		if n < walfill.MinStep {
 			t.Fatalf("after the stop %s's primary WAL is %d bytes: the reopen would not read a zero-filled log", s.dbs[i].alias, n)
 		}
 	}
@@ -140,7 +140,7 @@ func TestEachServerZeroFillsItsOwnWALs(t *testing.T) {
 	}
 	for _, s := range []*Server{a, b} {
 		for i, n := range primaryWALSizes(t, s) {
-			if n < walfill.Step {
+			if n < walfill.MinStep {
 				t.Errorf("with two servers in the process, %s's primary WAL is %d bytes after two commits: not zero-filled", s.dbs[i].alias, n)
 			}
 		}

@@ -48,12 +48,19 @@
 //     reservation, so the reservation never promised that a later log write
 //     finds space; nothing that held is lost.
 //   - Zero-fill. Before a write goes past the written space, zeros are
-//     written from there to Step bytes past the write's end (never past
-//     Pebble's reservation; only while at most MaxFilledLogs WALs are open,
-//     see above). The log then always lands in written space. A
-//     step costs one memory copy and one larger sync per Step bytes of log,
-//     instead of one large write that would stall the first commits of a
-//     new WAL.
+//     written from there to as far past the write's end as the log already
+//     reaches, at least MinStep and at most Step bytes (never past Pebble's
+//     reservation; only while at most MaxFilledLogs WALs are open, see
+//     above). The log then always lands in written space. A step costs one
+//     memory copy and one larger sync, instead of one large write that
+//     would stall the first commits of a new WAL. Growing the step with the
+//     log keeps the zeros of a WAL that logged little as small as its log:
+//     a new store rotates through WALs of 256 KiB, 512 KiB, 1 MiB, ... of
+//     log (Pebble starts a new store's memtables small and doubles them),
+//     and keeps them all until they add up to a memtable and are flushed.
+//     With a whole Step ahead of each, a database that had taken 3,000
+//     one-event commands held four such WALs per store and allocated 6 MiB
+//     for 1 MiB of data (server.TestYoungDatabasesStayWithinTwiceTheirData).
 //   - Recycling. By default Pebble keeps up to
 //     MemTableStopWritesThreshold+1 (3) obsolete WAL files, each at the
 //     size it reached (about a memtable of log), to reuse their written
@@ -61,7 +68,9 @@
 //     so Cleaner turns recycling off: an obsolete WAL is deleted once its
 //     memtable is flushed. A store keeps only the WALs of memtables not yet
 //     flushed (Pebble flushes once they add up to a memtable, so about one
-//     to two memtables of log in all), each with at most Step of zeros.
+//     to two memtables of log in all), each with zeros ahead of its log of
+//     at most the log's own size, and never more than Step nor, for a WAL
+//     that logged less than MinStep, more than MinStep.
 //
 // Zeros are a clean end of log for Pebble's WAL reader, exactly like the
 // tail of a preallocated or recycled file: a zeroed chunk with no valid
@@ -79,8 +88,16 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Step is how far ahead of the log zeros are written.
-const Step = 1 << 20
+// Step is the farthest ahead of the log that zeros are written, and MinStep
+// the least: in between, as far as the log already reaches (see the package
+// documentation).
+const (
+	Step    = 1 << 20
+	MinStep = 64 << 10
+)
+
+// ahead returns how far past a write ending at end zeros are written.
+func ahead(end int64) int64 { return min(Step, max(MinStep, end)) }
 
 // MaxFilledLogs is the most WAL files that may be open for writing in a
 // Group for zeros still to be written ahead of them (see the package
@@ -179,14 +196,14 @@ func (f *walFile) Preallocate(offset, length int64) error {
 }
 
 // Write implements vfs.File. Before writing past the filled space it
-// writes zeros up to Step bytes past the write's end, within the
-// reservation, unless more than MaxFilledLogs WALs are open in its Group
+// writes zeros past the write's end (ahead: as far as the log reaches,
+// between MinStep and Step bytes), within the reservation, unless more than MaxFilledLogs WALs are open in its Group
 // (then the write appends). A failed zero write is ignored: the data write
 // that follows reports the same condition, and a partly filled file is
 // still a valid log.
 func (f *walFile) Write(p []byte) (int, error) {
 	if end := f.off + int64(len(p)); end > f.filled && f.filled < f.reserved && f.g.live.Load() <= MaxFilledLogs {
-		f.fill(min(f.reserved, end+Step))
+		f.fill(min(f.reserved, end+ahead(end)))
 	}
 	n, err := f.File.Write(p)
 	f.off += int64(n)

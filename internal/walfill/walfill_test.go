@@ -75,23 +75,30 @@ func TestWritesFillTheReservationAhead(t *testing.T) {
 		t.Fatalf("Preallocate allocated: %d bytes for a 5-byte file", a)
 	}
 	write([]byte("world"))
-	if size() != 10+walfill.Step {
-		t.Fatalf("after a write into the reservation the file is %d bytes, want the write plus one step", size())
+	if size() != 10+walfill.MinStep {
+		t.Fatalf("after a write into the reservation the file is %d bytes, want the write plus the least step", size())
+	}
+	// Past the filled space, zeros reach as far again as the log.
+	mid := bytes.Repeat([]byte{'y'}, 200<<10)
+	write(mid)
+	if end := 10 + len(mid); size() != 2*end {
+		t.Fatalf("after writing past the least step the file is %d bytes, want twice the log's %d", size(), end)
 	}
 	big := bytes.Repeat([]byte{'x'}, 2*walfill.Step)
 	write(big)
 	b := readAll(t, path)
 	if len(b) != reserved {
-		t.Fatalf("after writing past the first step the file is %d bytes, want the whole reservation %d", len(b), reserved)
+		t.Fatalf("after writing past the filled space the file is %d bytes, want the whole reservation %d", len(b), reserved)
 	}
-	if string(b[:10]) != "helloworld" || !bytes.Equal(b[10:10+len(big)], big) || !allZero(b[10+len(big):]) {
+	logged := 10 + len(mid) + len(big)
+	if string(b[:10]) != "helloworld" || !bytes.Equal(b[10:10+len(mid)], mid) || !bytes.Equal(b[10+len(mid):logged], big) || !allZero(b[logged:]) {
 		t.Fatal("the file does not hold the writes followed by zeros")
 	}
 	if a := allocated(t, path); a < reserved {
 		t.Fatalf("only %d bytes allocated, want at least the %d written", a, reserved)
 	}
 	write(big) // past the reservation: appended, nothing filled
-	if size() != 10+2*len(big) {
+	if size() != logged+len(big) {
 		t.Fatalf("writes past the reservation left %d bytes", size())
 	}
 }
@@ -167,7 +174,7 @@ func TestPebbleRecoversFromZeroFilledWALs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if size := largestWAL(t, dir); size < memtable {
+	if size := largestWAL(t, dir); size < walfill.MinStep {
 		t.Fatalf("the first WAL is %d bytes after two commits: not zero-filled", size)
 	}
 	const commits = 1500 // about 6 memtables
@@ -331,7 +338,7 @@ func TestZerosOnlyWhileFewLogsAreOpen(t *testing.T) {
 	if _, err := files[walfill.MaxFilledLogs].Write([]byte("world")); err != nil {
 		t.Fatal(err)
 	}
-	if b := readAll(t, last); len(b) != 10+walfill.Step || string(b[:10]) != "helloworld" || !allZero(b[10:]) {
+	if b := readAll(t, last); len(b) != 10+walfill.MinStep || string(b[:10]) != "helloworld" || !allZero(b[10:]) {
 		t.Fatalf("with %d logs open the next write left %d bytes, want the writes and one step of zeros", walfill.MaxFilledLogs, len(b))
 	}
 }
@@ -377,5 +384,55 @@ func TestGroupsCountTheirOwnLogs(t *testing.T) {
 	}
 	if f, p := open(&a, "a-extra.log"); filled(f, p) {
 		t.Fatalf("zeros with %d logs open in the group", walfill.MaxFilledLogs+1)
+	}
+}
+
+// TestZerosAheadFollowTheLog writes a log in commits of varied sizes into a
+// large reservation: every write lands in space written before it (the
+// point of the zeros), and the zeros ahead of the log never exceed the log
+// itself, MinStep for a log shorter than that, nor Step. A WAL's allocation
+// therefore stays within twice its log plus MinStep.
+func TestZerosAheadFollowTheLog(t *testing.T) {
+	fs := walfill.New(vfs.Default)
+	path := filepath.Join(t.TempDir(), "000001.log")
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Preallocate(0, 8*walfill.Step); err != nil {
+		t.Fatal(err)
+	}
+	var end, fills int64
+	prev := int64(0)
+	for i := 0; end < 5*walfill.Step; i++ {
+		rec := bytes.Repeat([]byte{byte(i)}, 100+i*37%3000)
+		if _, err := f.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		end += int64(len(rec))
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := st.Size()
+		if size < end {
+			t.Fatalf("after %d bytes of log the file is %d bytes", end, size)
+		}
+		if size != prev {
+			fills++
+			// A fill happened at this write: the log had just gone past
+			// the filled space, and the new zeros start at its end.
+			want := min(walfill.Step, max(walfill.MinStep, end))
+			if ahead := size - end; ahead != want {
+				t.Fatalf("with %d bytes of log, %d bytes of zeros were written ahead, want %d", end, ahead, want)
+			}
+		}
+		prev = size
+	}
+	// 64 KiB, then doubling to 1 MiB, then a MiB at a time: about ten
+	// fills for 5 MiB, not one per commit.
+	if fills < 5 || fills > 12 {
+		t.Fatalf("%d fills for %d bytes of log", fills, end)
 	}
 }
