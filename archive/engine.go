@@ -18,6 +18,7 @@ import (
 	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/goexit"
 	"github.com/riffdb/riffdb/internal/ratelog"
+	"github.com/riffdb/riffdb/internal/stall"
 	"github.com/riffdb/riffdb/internal/walfill"
 )
 
@@ -212,11 +213,13 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 // engineTuning is the memory and table files an archive's Pebble uses: a
 // shared block cache (nil: Pebble's default cache of its own), a shared
 // table cache (nil: one of its own of MaxOpenFiles) and the memtable size
-// (0: DefaultMemTableSize).
+// (0: DefaultMemTableSize); and where its write stalls are recorded (nil:
+// nowhere).
 type engineTuning struct {
 	cache        *pebble.Cache
 	fileCache    *pebble.FileCache
 	memTableSize uint64
+	stalls       *stall.Tracker
 }
 
 // pebbleOptions returns the archive's Pebble options.
@@ -251,6 +254,9 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 				st.log.Warn("archive low disk space", zap.Uint64("avail_bytes", i.AvailBytes))
 			},
 		},
+	}
+	if tune.stalls != nil {
+		tune.stalls.Listen(o.EventListener)
 	}
 	o.Experimental.SpanPolicyFunc = splitMetaFromRecords
 	// With the split, a flush's records overlap no table, so L0 grows by

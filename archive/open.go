@@ -16,6 +16,7 @@ import (
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/dirlock"
 	"github.com/riffdb/riffdb/internal/existence"
+	"github.com/riffdb/riffdb/internal/stall"
 	"github.com/riffdb/riffdb/internal/walfill"
 
 	"github.com/riffdb/riffdb/internal/clock"
@@ -123,6 +124,10 @@ type Options struct {
 	// (internal/walfill); a server gives its stores one. nil: the
 	// process's.
 	WALGroup *walfill.Group
+	// WriteStalls records the store's write stalls (internal/stall); a
+	// server gives each archive one it reports, kept across reopens. nil:
+	// stalls are not recorded.
+	WriteStalls *stall.Tracker
 }
 
 // Open opens the archive in dir (the configured, precreated directory),
@@ -292,7 +297,7 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 		}
 	}
 	s.inst = newInstanceFS(s.fs)
-	o := pebbleOptions(s.st, s.inst, s.realFS, engineTuning{cache: opts.Cache, fileCache: opts.FileCache, memTableSize: opts.MemTableSize})
+	o := pebbleOptions(s.st, s.inst, s.realFS, engineTuning{cache: opts.Cache, fileCache: opts.FileCache, memTableSize: opts.MemTableSize, stalls: opts.WriteStalls})
 	o.ErrorIfNotExists = !create
 	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
 		db, err := pebble.Open(s.storeDir, o)

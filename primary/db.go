@@ -20,6 +20,7 @@ import (
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/dirlock"
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/stall"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
 
@@ -67,6 +68,10 @@ type Options struct {
 	// (internal/walfill); a server gives its stores one. nil: the
 	// process's.
 	WALGroup *walfill.Group
+	// WriteStalls records the store's write stalls (internal/stall); a
+	// server gives each store one it also reports. nil: the store keeps
+	// one of its own (DB.WriteStalls).
+	WriteStalls *stall.Tracker
 
 	// IndexGate, when non-nil, makes Open return as soon as the store is
 	// open, with the undelivered index in state IndexUnbuilt; the count
@@ -85,6 +90,8 @@ type Options struct {
 // DB is an open primary database. All methods are safe for concurrent use.
 type DB struct {
 	opts  Options
+	// stalls records the store's write stalls (Options.WriteStalls).
+	stalls *stall.Tracker
 	log   *zap.Logger
 	alias string
 	clock func() time.Time
@@ -232,6 +239,11 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		po.TargetFileSizes[i] = 32 << 20
 	}
 	bglog.listen(po.EventListener)
+	db.stalls = opts.WriteStalls
+	if db.stalls == nil {
+		db.stalls = stall.New(db.log, "primary", opts.Clock.Now)
+	}
+	db.stalls.Listen(po.EventListener)
 	if opts.pebbleOptions != nil {
 		opts.pebbleOptions(po)
 	}
@@ -470,3 +482,6 @@ func (db *DB) LastCommitSequence() uint64 { return db.lastApplied.Load() }
 
 // Metrics returns the store's Pebble metrics.
 func (db *DB) Metrics() *pebble.Metrics { return db.store.Metrics() }
+
+// WriteStalls returns the tracker of the store's write stalls.
+func (db *DB) WriteStalls() *stall.Tracker { return db.stalls }

@@ -1,6 +1,6 @@
 // Package testutil holds small helpers shared by the tests of several
-// packages. It needs only the standard library and golang.org/x/sys, and is
-// imported only from _test.go files.
+// packages. It needs only the standard library, golang.org/x/sys and
+// Pebble's vfs (SlowTables), and is imported only from _test.go files.
 package testutil
 
 import (
