@@ -15,6 +15,7 @@ import (
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/internal/cmalloc"
+	"github.com/riffdb/riffdb/internal/stall"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
@@ -48,10 +49,12 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the contract is invalid", dc.Alias), err, ErrContract)
 	}
 	log := s.log.With(zap.String("database", dc.Alias))
+	stalls := stall.New(log, "primary", nil)
 	db, err := primary.Open(ctx, primary.Options{
 		Alias: dc.Alias, Path: dc.Path, Contract: c, HistoryRetention: dc.HistoryRetention, Logger: log,
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, IndexGate: s.indexGate,
 		Cache: s.cache, FileCache: s.fileCache, MemTableSize: s.memory.PrimaryMemTable, WALGroup: &s.walGroup,
+		WriteStalls: stalls,
 	})
 	if err != nil {
 		return nil, s.primaryError(dc.Alias, err)
@@ -71,7 +74,7 @@ func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*databas
 // attached, for d.close.
 func (s *Server) attach(d *database, log *zap.Logger) error {
 	dc := d.cfg
-	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "primary", dc.Alias, d.db.Metrics); err == nil {
+	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "primary", dc.Alias, d.db.Metrics, d.db.WriteStalls()); err == nil {
 		d.unobserve = un
 	} else {
 		log.Warn("pebble metrics unavailable", zap.Error(err))
@@ -82,14 +85,16 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	}
 	d.quota = dc.Outbox.QuotaEncodedBytes
 	d.monitor = new(archive.Monitor)
+	archiveStalls := stall.New(log, "archive", nil)
 	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
 		Cache: s.archiveCache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable, WALGroup: &s.walGroup,
+		WriteStalls: archiveStalls,
 	})
 	d.dest.setScrubRate(dc.Outbox.ScrubPagesPerSecond)
 	source := d.dest.anchoredTo(d.db)
-	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.monitor.Metrics); err == nil {
+	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.monitor.Metrics, archiveStalls); err == nil {
 		d.unobserveArchive = un
 	} else {
 		log.Warn("archive pebble metrics unavailable", zap.Error(err))

@@ -117,3 +117,36 @@ func pebbleSeries(t *testing.T, tel *telemetry.Telemetry, alias string) map[stri
 	}
 	return n
 }
+
+// TestWriteStallSeriesOfBothStores: the server exports the write-stall
+// counters of every database's primary and archive (0 until Pebble stalls a
+// write), so that the dashboards and RiffdbStoreWritesHeldBack have a series
+// to read from the start.
+func TestWriteStallSeriesOfBothStores(t *testing.T) {
+	s, _ := startDev(t, nil)
+	families, err := s.tel.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, f := range families {
+		name := f.GetName()
+		if name != "riffdb_pebble_write_stalls_total" && name != "riffdb_pebble_write_stall_time_seconds_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			found[name+" "+labels["riffdb_database"]+" "+labels["riffdb_store"]] = true
+		}
+	}
+	for _, store := range []string{"primary", "archive"} {
+		for _, name := range []string{"riffdb_pebble_write_stalls_total", "riffdb_pebble_write_stall_time_seconds_total"} {
+			if key := name + " default " + store; !found[key] {
+				t.Errorf("no series %s{riffdb_database=\"default\",riffdb_store=%q}; found %v", name, store, found)
+			}
+		}
+	}
+}

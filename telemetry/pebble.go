@@ -15,6 +15,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/stall"
 )
 
 // ScopeName is the instrumentation scope of the instruments created by this
@@ -40,6 +41,8 @@ const (
 	MetricPebbleMemtableSize      = "riffdb.pebble.memtable.size"
 	MetricPebbleBlockCacheSize    = "riffdb.pebble.block_cache.size"
 	MetricPebbleReadAmplification = "riffdb.pebble.read_amplification"
+	MetricPebbleWriteStalls       = "riffdb.pebble.write_stalls"
+	MetricPebbleWriteStallTime    = "riffdb.pebble.write_stall.time"
 )
 
 // ErrNilMetricsFunc is returned by ObservePebble when it is given no metrics
@@ -56,6 +59,8 @@ type pebbleInstruments struct {
 	memtable       metric.Int64ObservableGauge
 	blockCache     metric.Int64ObservableGauge
 	readAmp        metric.Int64ObservableGauge
+	stalls         metric.Int64ObservableCounter
+	stallTime      metric.Float64ObservableCounter
 }
 
 // ObservePebble registers asynchronous instruments for one Pebble store,
@@ -80,13 +85,19 @@ type pebbleInstruments struct {
 //     MemTable.Size alone leaves up to a whole memtable per store out.
 //   - riffdb.pebble.read_amplification ({sublevel}, gauge): sorted runs a read
 //     may consult (Metrics.ReadAmp).
+//   - riffdb.pebble.write_stalls ({stall}, counter) and
+//     riffdb.pebble.write_stall.time (s, counter): the times Pebble held
+//     every write to the store back, and for how long in all, an ongoing
+//     stall counted up to the collection (internal/stall). Pebble's
+//     metrics do not count them. Observed from stalls, when it is not nil,
+//     whether or not the store is open.
 //
 // metrics is called once per collection (scrape), never otherwise; when it
 // returns nil (the store is closed or being reopened) nothing is observed for
 // this store. A nil mp uses a no-op provider. The returned unregister
 // function removes the callback; call it before the store goes away for good.
 // Several stores may be observed at once with distinct labels.
-func ObservePebble(mp metric.MeterProvider, store, database string, metrics func() *pebble.Metrics) (unregister func() error, err error) {
+func ObservePebble(mp metric.MeterProvider, store, database string, metrics func() *pebble.Metrics, stalls *stall.Tracker) (unregister func() error, err error) {
 	if metrics == nil {
 		return nil, ErrNilMetricsFunc
 	}
@@ -99,6 +110,11 @@ func ObservePebble(mp metric.MeterProvider, store, database string, metrics func
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(StoreKey.String(store), DatabaseKey.String(database)))
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if stalls != nil {
+			n, held := stalls.Stats()
+			o.ObserveInt64(in.stalls, n, set)
+			o.ObserveFloat64(in.stallTime, held.Seconds(), set)
+		}
 		m := metrics()
 		if m == nil {
 			return nil
@@ -120,7 +136,7 @@ func ObservePebble(mp metric.MeterProvider, store, database string, metrics func
 		}
 		return nil
 	}, in.compactions, in.compactionDebt, in.flushes, in.fsyncs, in.fsyncTime,
-		in.diskUsage, in.memtable, in.blockCache, in.readAmp)
+		in.diskUsage, in.memtable, in.blockCache, in.readAmp, in.stalls, in.stallTime)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: register pebble callback: %w", err)
 	}
@@ -159,6 +175,12 @@ func newPebbleInstruments(mp metric.MeterProvider) (*pebbleInstruments, metric.M
 	add(err)
 	in.readAmp, err = meter.Int64ObservableGauge(MetricPebbleReadAmplification,
 		metric.WithUnit("{sublevel}"), metric.WithDescription("Sorted runs a Pebble read may have to consult."))
+	add(err)
+	in.stalls, err = meter.Int64ObservableCounter(MetricPebbleWriteStalls,
+		metric.WithUnit("{stall}"), metric.WithDescription("Times Pebble held every write to the store back (a write stall)."))
+	add(err)
+	in.stallTime, err = meter.Float64ObservableCounter(MetricPebbleWriteStallTime,
+		metric.WithUnit("s"), metric.WithDescription("Total time Pebble held writes to the store back, an ongoing stall included."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, fmt.Errorf("telemetry: create pebble instruments: %w", err)

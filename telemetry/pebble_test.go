@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/riffdb/riffdb/internal/stall"
 	"github.com/riffdb/riffdb/telemetry"
 )
 
@@ -116,12 +118,12 @@ func TestObservePebbleReportsStoreMetrics(t *testing.T) {
 			return d.Metrics()
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second store, already closed: it must produce no series at all.
-	unregisterClosed, err := telemetry.ObservePebble(mp, "primary", "default", func() *pebble.Metrics { return nil })
+	unregisterClosed, err := telemetry.ObservePebble(mp, "primary", "default", func() *pebble.Metrics { return nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,18 @@ func TestObservePebblePrometheusNames(t *testing.T) {
 	db := openStore(t, 5)
 	t.Cleanup(func() { _ = db.Close() })
 	tel, _ := setup(t, telemetry.Config{SampleRatio: 1})
-	unregister, err := telemetry.ObservePebble(tel.MeterProvider, "archive", "orders", db.Metrics)
+	// Two stalls: one of 2.5 s that ended, one still holding writes for
+	// 1 s at the scrape.
+	now := time.Unix(1000, 0)
+	stalls := stall.New(nil, "archive", func() time.Time { return now })
+	var l pebble.EventListener
+	stalls.Listen(&l)
+	l.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "memtable count limit reached"})
+	now = now.Add(2500 * time.Millisecond)
+	l.WriteStallEnd()
+	l.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "L0 file count limit exceeded"})
+	now = now.Add(time.Second)
+	unregister, err := telemetry.ObservePebble(tel.MeterProvider, "archive", "orders", db.Metrics, stalls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,18 +231,27 @@ func TestObservePebblePrometheusNames(t *testing.T) {
 		"riffdb_pebble_compactions_total", "riffdb_pebble_compaction_debt_bytes", "riffdb_pebble_flushes_total",
 		"riffdb_pebble_wal_fsyncs_total", "riffdb_pebble_wal_fsync_time_seconds_total", "riffdb_pebble_disk_usage_bytes",
 		"riffdb_pebble_memtable_size_bytes", "riffdb_pebble_block_cache_size_bytes", "riffdb_pebble_read_amplification",
+		"riffdb_pebble_write_stalls_total", "riffdb_pebble_write_stall_time_seconds_total",
 	} {
 		if !strings.Contains(body, "\n"+name+labels+" ") {
 			t.Errorf("scrape lacks %s%s:\n%s", name, labels, grepLines(body, "riffdb_pebble"))
 		}
 	}
+	for _, want := range []string{
+		"\nriffdb_pebble_write_stalls_total" + labels + " 2\n",
+		"\nriffdb_pebble_write_stall_time_seconds_total" + labels + " 3.5\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %q:\n%s", want, grepLines(body, "riffdb_pebble_write_stall"))
+		}
+	}
 }
 
 func TestObservePebbleArguments(t *testing.T) {
-	if _, err := telemetry.ObservePebble(sdkmetric.NewMeterProvider(), "archive", "default", nil); !errors.Is(err, telemetry.ErrNilMetricsFunc) {
+	if _, err := telemetry.ObservePebble(sdkmetric.NewMeterProvider(), "archive", "default", nil, nil); !errors.Is(err, telemetry.ErrNilMetricsFunc) {
 		t.Errorf("nil metrics: err %v, want ErrNilMetricsFunc", err)
 	}
-	unregister, err := telemetry.ObservePebble(nil, "archive", "default", func() *pebble.Metrics { return nil })
+	unregister, err := telemetry.ObservePebble(nil, "archive", "default", func() *pebble.Metrics { return nil }, nil)
 	if err != nil {
 		t.Fatalf("nil provider: %v", err)
 	}

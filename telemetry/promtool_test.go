@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/riffdb/riffdb/internal/stall"
 	"github.com/riffdb/riffdb/telemetry"
 )
 
@@ -46,7 +47,7 @@ func TestPromtoolAcceptsExposition(t *testing.T) {
 	g.Record(ctx, 1024)
 	db := openStore(t, 3)
 	t.Cleanup(func() { _ = db.Close() })
-	unregister, err := telemetry.ObservePebble(tel.MeterProvider, "archive", "default", db.Metrics)
+	unregister, err := telemetry.ObservePebble(tel.MeterProvider, "archive", "default", db.Metrics, stall.New(nil, "archive", nil))
 	if err != nil {
 		t.Fatal(err)
 	}

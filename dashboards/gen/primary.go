@@ -81,6 +81,13 @@ func Primary() (dashboard.Dashboard, error) {
 			targets: []target{q(`sum by (`+byStore+`) (rate(riffdb_pebble_wal_fsync_time_seconds_total{`+sel+`}[$__rate_interval])) / sum by (`+byStore+`) (rate(riffdb_pebble_wal_fsyncs_total{`+sel+`}[$__rate_interval]))`, "{{instance}} {{riffdb_database}} {{riffdb_store}}")},
 		})).
 		WithPanel(graph(panel{
+			title: "Writes held back (write stalls)", unit: "percentunit", w: 12, h: 8,
+			description: "Is Pebble holding writes back? Share of the time each store stalled every write (all memtables full while the oldest flushes, or too many L0 files); " +
+				"every primary commit or archive transaction waits that long. Stalls of a second or more are also logged. " +
+				"RiffdbStoreWritesHeldBack fires above 10 % for 10 m.",
+			targets: []target{q(`sum by (`+byStore+`) (rate(riffdb_pebble_write_stall_time_seconds_total{`+sel+`}[$__rate_interval]))`, "{{instance}} {{riffdb_database}} {{riffdb_store}}")},
+		})).
+		WithPanel(graph(panel{
 			title: "Compaction debt", unit: "bytes", w: 12, h: 8,
 			description: "Are compactions keeping up with writes? Estimated bytes still to compact per store; debt growing for hours means write stalls ahead. " +
 				"No alert in riffdb-rules.yml.",
