@@ -522,7 +522,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 		s := Sample{Elapsed: recorded(elapsed), RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue, Tables: nanValue,
 			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue,
 			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue,
-			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue}
+			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue, StallSecondsPrimary: nanValue, StallSecondsArchive: nanValue}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
 		}
@@ -549,6 +549,8 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 				{"riffdb_pebble_wal_fsyncs_total", "archive", &s.FsyncsArchive},
 				{"riffdb_pebble_wal_fsync_time_seconds_total", "primary", &s.FsyncSecondsPrimary},
 				{"riffdb_pebble_wal_fsync_time_seconds_total", "archive", &s.FsyncSecondsArchive},
+				{"riffdb_pebble_write_stall_time_seconds_total", "primary", &s.StallSecondsPrimary},
+				{"riffdb_pebble_write_stall_time_seconds_total", "archive", &s.StallSecondsArchive},
 			} {
 				if v, ok := sum(ss, c.name, map[string]string{"riffdb_store": c.store}); ok {
 					*c.into = v

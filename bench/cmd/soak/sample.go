@@ -78,6 +78,10 @@ type Sample struct {
 	// blocks the cache counts: the cache's entries and maps, and each
 	// block's header.
 	CHeapFree float64
+	// StallSecondsPrimary and StallSecondsArchive are the cumulative
+	// riffdb_pebble_write_stall_time_seconds_total of each store: how long
+	// Pebble held the store's writes back so far (internal/stall).
+	StallSecondsPrimary, StallSecondsArchive float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -101,14 +105,15 @@ var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", 
 	"compactions_primary", "compactions_archive", "wal_fsyncs_primary", "wal_fsyncs_archive", "wal_fsync_seconds_primary", "wal_fsync_seconds_archive",
 	"lag_count", "lag_p50_ms", "lag_p99_ms"}
 
-// memoryColumns follow the lag buckets, in the order they were added; a
+// laterColumns follow the lag buckets, in the order they were added; a
 // record written before some of them lacks those, and reads back with their
 // values unknown (NaN).
-var memoryColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes"}
+var laterColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
+	"write_stall_seconds_primary", "write_stall_seconds_archive"}
 
-// memoryFields are the fields of s that memoryColumns hold, in their order.
-func (s *Sample) memoryFields() []*float64 {
-	return []*float64{&s.CHeapRSS, &s.FileRSS, &s.GoRetained, &s.CHeapFree}
+// laterFields are the fields of s that laterColumns hold, in their order.
+func (s *Sample) laterFields() []*float64 {
+	return []*float64{&s.CHeapRSS, &s.FileRSS, &s.GoRetained, &s.CHeapFree, &s.StallSecondsPrimary, &s.StallSecondsArchive}
 }
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in
@@ -151,7 +156,7 @@ func (c *csvWriter) Write(s Sample) error {
 		for _, b := range c.bounds {
 			head = append(head, lagColumnPrefix+formatBound(b))
 		}
-		head = append(head, memoryColumns...)
+		head = append(head, laterColumns...)
 		if err := c.w.Write(head); err != nil {
 			return err
 		}
@@ -172,7 +177,7 @@ func (c *csvWriter) Write(s Sample) error {
 		}
 		row = append(row, cell(v))
 	}
-	for _, f := range s.memoryFields() {
+	for _, f := range s.laterFields() {
 		row = append(row, cell(*f))
 	}
 	if err := c.w.Write(row); err != nil {
@@ -206,15 +211,15 @@ func readCSV(r io.Reader) ([]Sample, error) {
 	}
 	var bounds []float64
 	rest := head[len(fixedColumns):]
-	memory := 0 // how many of memoryColumns the record has, the first ones
-	for k := len(memoryColumns); k > 0; k-- {
-		if n := len(rest) - k; n >= 0 && slices.Equal(rest[n:], memoryColumns[:k]) {
-			memory, rest = k, rest[:n]
+	later := 0 // how many of laterColumns the record has, the first ones
+	for k := len(laterColumns); k > 0; k-- {
+		if n := len(rest) - k; n >= 0 && slices.Equal(rest[n:], laterColumns[:k]) {
+			later, rest = k, rest[:n]
 			break
 		}
 	}
-	if slices.ContainsFunc(rest, func(h string) bool { return slices.Contains(memoryColumns, h) }) {
-		return nil, errors.New("soak: the CSV's memory columns are not the last ones, or not in their order")
+	if slices.ContainsFunc(rest, func(h string) bool { return slices.Contains(laterColumns, h) }) {
+		return nil, errors.New("soak: the CSV's later columns are not the last ones, or not in their order")
 	}
 	for _, h := range rest {
 		b, ok := strings.CutPrefix(h, lagColumnPrefix)
@@ -243,9 +248,9 @@ func readCSV(r io.Reader) ([]Sample, error) {
 			OpenFDs: v[3], Sockets: v[4], Tables: v[5], DebtPrimary: v[6], DebtArchive: v[7], Memtables: v[8], HeapInUse: v[9], BlockCache: v[10],
 			Pending: v[11], Requests: v[12], CompactionsPrimary: v[13], CompactionsArchive: v[14], FsyncsPrimary: v[15], FsyncsArchive: v[16],
 			FsyncSecondsPrimary: v[17], FsyncSecondsArchive: v[18]}
-		for k, f := range s.memoryFields() {
+		for k, f := range s.laterFields() {
 			*f = math.NaN()
-			if k < memory {
+			if k < later {
 				*f = v[len(fixedColumns)+len(bounds)+k]
 			}
 		}

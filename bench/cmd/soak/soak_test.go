@@ -144,7 +144,8 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 		s := Sample{Elapsed: t, RSSBytes: rss(x), Goroutines: gor(x), OpenFDs: fds(x), Sockets: 5, DebtPrimary: 1 << 20,
 			DebtArchive: 2 << 20, Memtables: 4 << 20, HeapInUse: 6 << 20, BlockCache: 7 << 20, Pending: 3, Requests: x * 10, Tables: 8,
 			CompactionsPrimary: x / 10, CompactionsArchive: x / 5, FsyncsPrimary: x, FsyncsArchive: 2 * x, FsyncSecondsPrimary: x / 1000, FsyncSecondsArchive: x / 500,
-			CHeapRSS: 9 << 20, FileRSS: 5 << 20, GoRetained: 11 << 20, CHeapFree: 1 << 20}
+			CHeapRSS: 9 << 20, FileRSS: 5 << 20, GoRetained: 11 << 20, CHeapFree: 1 << 20,
+			StallSecondsPrimary: x / 100, StallSecondsArchive: x / 50}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -170,7 +171,7 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 	head, _, _ := strings.Cut(buf.String(), "\n")
-	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes"; head != want {
+	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes,write_stall_seconds_primary,write_stall_seconds_archive"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
@@ -192,7 +193,8 @@ func TestCSVRoundTrip(t *testing.T) {
 			!same(a.Pending, b.Pending) || !same(a.Requests, b.Requests) || !same(a.CompactionsPrimary, b.CompactionsPrimary) ||
 			!same(a.CompactionsArchive, b.CompactionsArchive) || !same(a.FsyncsPrimary, b.FsyncsPrimary) || !same(a.FsyncsArchive, b.FsyncsArchive) ||
 			!same(a.FsyncSecondsPrimary, b.FsyncSecondsPrimary) || !same(a.FsyncSecondsArchive, b.FsyncSecondsArchive) || (a.Lag == nil) != (b.Lag == nil) ||
-			!same(a.CHeapRSS, b.CHeapRSS) || !same(a.FileRSS, b.FileRSS) || !same(a.GoRetained, b.GoRetained) || !same(a.CHeapFree, b.CHeapFree) {
+			!same(a.CHeapRSS, b.CHeapRSS) || !same(a.FileRSS, b.FileRSS) || !same(a.GoRetained, b.GoRetained) || !same(a.CHeapFree, b.CHeapFree) ||
+			!same(a.StallSecondsPrimary, b.StallSecondsPrimary) || !same(a.StallSecondsArchive, b.StallSecondsArchive) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
@@ -237,6 +239,21 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Lag[0.1] != 3 || got[0].CHeapRSS != 5 || got[0].FileRSS != 6 || got[0].GoRetained != 7 || !math.IsNaN(got[0].CHeapFree) {
 		t.Fatalf("a record with three memory columns read as %+v", got)
+	}
+
+	// A record with the four memory columns and no write-stall columns
+	// (2026-12-03 before 19:30) reads the stalls as unknown.
+	old.Reset()
+	cw = csv.NewWriter(&old)
+	_ = cw.Write(append(slices.Clone(fixedColumns), "lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes"))
+	_ = cw.Write(append(slices.Repeat([]string{"1"}, len(fixedColumns)), "4", "5", "6", "7", "8"))
+	cw.Flush()
+	got, err = readCSV(&old)
+	if err != nil {
+		t.Fatalf("a record without the write-stall columns: %v", err)
+	}
+	if len(got) != 1 || got[0].CHeapFree != 8 || !math.IsNaN(got[0].StallSecondsPrimary) || !math.IsNaN(got[0].StallSecondsArchive) {
+		t.Fatalf("a record without the write-stall columns read as %+v", got)
 	}
 }
 
@@ -700,5 +717,17 @@ func TestP99NoteSaysHowBusyTheArchiveSyncsWere(t *testing.T) {
 	note := targetsByName(evaluate(samples, total))["commit→archived"].Note
 	if want := "the archive's WAL syncs, baseline and last window: 0.40 and 0.60 ms each, 40% and 60% of the time, 0 of 5 and 3 of 3 intervals at least 50%"; !strings.Contains(note, want) {
 		t.Errorf("note %q\nwant it to contain %q", note, want)
+	}
+	// The synthetic stores stalled 0.03 s each second (primary and archive
+	// together): 1.5 s in each 50-s window. A record without the stall
+	// columns says nothing of them.
+	if want := "Pebble held writes back (write stalls of both stores) 1.5 s in the baseline window and 1.5 s in the last"; !strings.Contains(note, want) {
+		t.Errorf("note %q\nwant it to contain %q", note, want)
+	}
+	for i := range samples {
+		samples[i].StallSecondsPrimary = math.NaN()
+	}
+	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "held writes back") {
+		t.Errorf("without stall figures the note says %q", note)
 	}
 }

@@ -208,6 +208,16 @@ func p99Target(samples []Sample, w Windows) Target {
 		Limit: fmt.Sprintf("≤ %.1f×", p99Limit),
 		Note: fmt.Sprintf("riffdb_outbox_delivery_lag_seconds bucket deltas merged per window (%.0f and %.0f deliveries), interpolated within buckets",
 			last.count(), base.count())}
+	stalls := func(from, to time.Duration) (float64, bool) {
+		p, ok1 := change(samples, from, to, func(s Sample) float64 { return s.StallSecondsPrimary })
+		a, ok2 := change(samples, from, to, func(s Sample) float64 { return s.StallSecondsArchive })
+		return p + a, ok1 && ok2
+	}
+	if b, ok1 := stalls(w.BaseStart, w.BaseEnd); ok1 {
+		if l, ok2 := stalls(w.LastStart, w.Total); ok2 {
+			t.Note += fmt.Sprintf("; Pebble held writes back (write stalls of both stores) %.1f s in the baseline window and %.1f s in the last", b, l)
+		}
+	}
 	if b, l := archiveSyncs(samples, w.BaseStart, w.BaseEnd), archiveSyncs(samples, w.LastStart, w.Total); b.intervals > 0 && l.intervals > 0 {
 		t.Note += fmt.Sprintf("; the archive's WAL syncs, baseline and last window: %.2f and %.2f ms each, %.0f%% and %.0f%% of the time, "+
 			"%d of %d and %d of %d intervals at least %.0f%% (every event is one synced archive transaction: "+
@@ -217,6 +227,19 @@ func p99Target(samples []Sample, w Windows) Target {
 	t.Ratio = t.Value / t.Baseline
 	t.Met = last.count() > 0 && base.count() > 0 && t.Ratio <= p99Limit
 	return t
+}
+
+// change sums f's change over the sampling intervals that end in (from,
+// to], leaving out those with f unknown at either end; ok is false when
+// none is left (a record written before f was).
+func change(samples []Sample, from, to time.Duration, f func(Sample) float64) (sum float64, ok bool) {
+	for i := 1; i < len(samples); i++ {
+		d := f(samples[i]) - f(samples[i-1])
+		if in(samples[i].Elapsed, from, to) && !math.IsNaN(d) {
+			sum, ok = sum+d, true
+		}
+	}
+	return sum, ok
 }
 
 // busyShare is the share of an interval's time in the archive's WAL syncs
