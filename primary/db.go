@@ -90,13 +90,13 @@ type Options struct {
 // DB is an open primary database. All methods are safe for concurrent use.
 type DB struct {
 	opts  Options
-	// stalls records the store's write stalls (Options.WriteStalls).
-	stalls *stall.Tracker
 	log   *zap.Logger
 	alias string
 	clock func() time.Time
 	store *pebble.DB
 	lock  *pebble.Lock // the directory lock, taken before the store is opened
+	// stalls records the store's write stalls (Options.WriteStalls).
+	stalls *stall.Tracker
 	// fresh is set when Open found a directory that provably never held a
 	// committed write (see internal/existence): only then may it create
 	// the identity.
