@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
@@ -115,6 +116,53 @@ func holdElsewhere(t *testing.T, dir string) {
 	if err != nil || line != "ready\n" {
 		t.Fatalf("the holding child said %q, %v", line, err)
 	}
+	// Pebble in the child may still delete the files its open made
+	// obsolete, or finish a flush, after Open returned: wait until the
+	// directory stops changing, so that what the test compares around
+	// Inspect is Inspect's doing alone (a walk racing a deletion once
+	// failed with "no such file or directory").
+	deadline := time.Now().Add(10 * time.Second)
+	prev, stable := settling(dir), 0
+	for stable < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the archive held by the child kept changing for 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+		cur := settling(dir)
+		if reflect.DeepEqual(prev, cur) {
+			stable++
+		} else {
+			stable = 0
+		}
+		prev = cur
+	}
+}
+
+// settling is listing that tolerates entries vanishing during the walk
+// (nil when the walk failed otherwise).
+func settling(root string) map[string]entryState {
+	out := map[string]entryState{}
+	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return err
+		}
+		out[p] = entryState{size: st.Size, mode: st.Mode, mtime: st.Mtim.Nano(), ino: st.Ino}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // TestHelperHoldArchive is the child of holdElsewhere: it holds the archive
