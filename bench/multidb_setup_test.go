@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,13 +14,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
 	"github.com/riffdb/riffdb/server"
@@ -307,25 +306,8 @@ func (u diskUsage) plus(v diskUsage) diskUsage {
 // usageOf walks dir.
 func usageOf(tb testing.TB, dir string) diskUsage {
 	tb.Helper()
-	var u diskUsage
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		u.apparent += info.Size()
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			u.allocated += st.Blocks * 512
-		}
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return u
+	allocated, apparent := testutil.DiskUsage(tb, dir)
+	return diskUsage{allocated: allocated, apparent: apparent}
 }
 
 // databaseData returns, for every database, the data it holds by its own

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/riffdb/riffdb/bench"
 	"github.com/riffdb/riffdb/internal/dirlock"
+	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
 )
@@ -107,30 +105,15 @@ emits = ["order_placed"]
 }
 
 // dirUsage returns the allocated bytes (st_blocks × 512) and apparent size
-// of the regular files under dir, and how many of them are WALs.
+// of the files under dir, and how many WALs it holds.
 func dirUsage(tb testing.TB, dir string) (allocated, apparent int64, logs int) {
 	tb.Helper()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		apparent += info.Size()
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			allocated += st.Blocks * 512
-		}
-		if strings.HasSuffix(path, ".log") {
-			logs++
-		}
-		return nil
-	})
+	allocated, apparent = testutil.DiskUsage(tb, dir)
+	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return allocated, apparent, logs
+	return allocated, apparent, len(names)
 }
 
 // reservingFS is internal/walfill as it was before the disk fix: Pebble's

@@ -4,36 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/riffdb/riffdb/internal/testutil"
 )
 
 // allocatedUnder returns the blocks allocated to the files under dir, in
 // bytes.
 func allocatedUnder(t *testing.T, dir string) int64 {
 	t.Helper()
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return total
+	allocated, _ := testutil.DiskUsage(t, dir)
+	return allocated
 }
 
 // fixedDiskOverhead is the disk a database may allocate beyond twice its

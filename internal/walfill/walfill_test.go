@@ -42,14 +42,20 @@ func allocated(t *testing.T, path string) int64 {
 
 func allZero(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
 
-func TestWritesFillTheReservationAhead(t *testing.T) {
-	fs := walfill.New(vfs.Default)
+// newLog creates a WAL file through walfill in a new folder.
+func newLog(t *testing.T) (vfs.File, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "000001.log")
-	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	f, err := walfill.New(vfs.Default).Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { _ = f.Close() })
+	return f, path
+}
+
+func TestWritesFillTheReservationAhead(t *testing.T) {
+	f, path := newLog(t)
 	write := func(p []byte) {
 		t.Helper()
 		if n, err := f.Write(p); n != len(p) || err != nil {
@@ -393,13 +399,7 @@ func TestGroupsCountTheirOwnLogs(t *testing.T) {
 // itself, MinStep for a log shorter than that, nor Step. A WAL's allocation
 // therefore stays within twice its log plus MinStep.
 func TestZerosAheadFollowTheLog(t *testing.T) {
-	fs := walfill.New(vfs.Default)
-	path := filepath.Join(t.TempDir(), "000001.log")
-	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, path := newLog(t)
 	if err := f.Preallocate(0, 8*walfill.Step); err != nil {
 		t.Fatal(err)
 	}

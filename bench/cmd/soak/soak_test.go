@@ -211,49 +211,44 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 
-	// A record written before the memory columns (the committed soaks of
-	// 2026-12-01 and 2026-12-02) still reads, with those values unknown.
-	var old bytes.Buffer
-	cw := csv.NewWriter(&old)
-	_ = cw.Write(append(slices.Clone(fixedColumns), "lag_le_0.1", "lag_le_+Inf"))
-	_ = cw.Write(append(slices.Repeat([]string{"1"}, len(fixedColumns)), "3", "4"))
-	cw.Flush()
-	got, err = readCSV(&old)
-	if err != nil {
-		t.Fatalf("a record without the memory columns: %v", err)
-	}
-	if len(got) != 1 || got[0].Lag[0.1] != 3 || !math.IsNaN(got[0].CHeapRSS) || !math.IsNaN(got[0].FileRSS) || !math.IsNaN(got[0].GoRetained) || !math.IsNaN(got[0].CHeapFree) {
-		t.Fatalf("a record without the memory columns read as %+v", got)
-	}
-
-	// A record with the first three memory columns (2026-12-02 16:50 on)
-	// reads them, and the C heap's free space as unknown.
-	old.Reset()
-	cw = csv.NewWriter(&old)
-	_ = cw.Write(append(slices.Clone(fixedColumns), "lag_le_0.1", "lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes"))
-	_ = cw.Write(append(slices.Repeat([]string{"1"}, len(fixedColumns)), "3", "4", "5", "6", "7"))
-	cw.Flush()
-	got, err = readCSV(&old)
-	if err != nil {
-		t.Fatalf("a record with three memory columns: %v", err)
-	}
-	if len(got) != 1 || got[0].Lag[0.1] != 3 || got[0].CHeapRSS != 5 || got[0].FileRSS != 6 || got[0].GoRetained != 7 || !math.IsNaN(got[0].CHeapFree) {
-		t.Fatalf("a record with three memory columns read as %+v", got)
-	}
-
-	// A record with the four memory columns and no write-stall columns
-	// (2026-12-03 before 19:30) reads the stalls as unknown.
-	old.Reset()
-	cw = csv.NewWriter(&old)
-	_ = cw.Write(append(slices.Clone(fixedColumns), "lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes"))
-	_ = cw.Write(append(slices.Repeat([]string{"1"}, len(fixedColumns)), "4", "5", "6", "7", "8"))
-	cw.Flush()
-	got, err = readCSV(&old)
-	if err != nil {
-		t.Fatalf("a record without the write-stall columns: %v", err)
-	}
-	if len(got) != 1 || got[0].CHeapFree != 8 || !math.IsNaN(got[0].StallSecondsPrimary) || !math.IsNaN(got[0].StallSecondsArchive) {
-		t.Fatalf("a record without the write-stall columns read as %+v", got)
+	// Records written before some of the later columns still read, with
+	// those values unknown.
+	nan := math.NaN()
+	for _, c := range []struct {
+		when  string
+		extra []string  // the columns after the fixed ones
+		cells []string  // their cells
+		want  []float64 // Lag[0.1] (NaN: no such bucket), then every later field
+	}{
+		{"before the memory columns (2026-12-01 and 2026-12-02)", []string{"lag_le_0.1", "lag_le_+Inf"}, []string{"3", "4"},
+			[]float64{3, nan, nan, nan, nan, nan, nan}},
+		{"with the first three memory columns (2026-12-02 16:50 on)",
+			[]string{"lag_le_0.1", "lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes"},
+			[]string{"3", "4", "5", "6", "7"}, []float64{3, 5, 6, 7, nan, nan, nan}},
+		{"with the memory columns and no write-stall columns (2026-12-03 before 19:30)",
+			[]string{"lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes"},
+			[]string{"4", "5", "6", "7", "8"}, []float64{nan, 5, 6, 7, 8, nan, nan}},
+	} {
+		var old bytes.Buffer
+		cw := csv.NewWriter(&old)
+		_ = cw.Write(append(slices.Clone(fixedColumns), c.extra...))
+		_ = cw.Write(append(slices.Repeat([]string{"1"}, len(fixedColumns)), c.cells...))
+		cw.Flush()
+		got, err := readCSV(&old)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("a record %s: %v, %d samples", c.when, err, len(got))
+		}
+		lag, ok := got[0].Lag[0.1]
+		if !ok {
+			lag = nan
+		}
+		read := []float64{lag}
+		for _, f := range got[0].laterFields() {
+			read = append(read, *f)
+		}
+		if !slices.EqualFunc(read, c.want, func(x, y float64) bool { return x == y || math.IsNaN(x) && math.IsNaN(y) }) {
+			t.Errorf("a record %s read as %v, want %v", c.when, read, c.want)
+		}
 	}
 }
 
