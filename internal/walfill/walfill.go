@@ -123,8 +123,8 @@ var processGroup Group
 var zeros [Step]byte
 
 // FS wraps a vfs.FS so that the space Pebble reserves in its files is
-// written with zeros ahead of the log, one Step at a time, and never
-// allocated further ahead than that.
+// written with zeros ahead of the log, at most one Step at a time, and
+// never allocated further ahead than that.
 type FS struct {
 	vfs.FS
 	g *Group
