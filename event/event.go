@@ -200,8 +200,27 @@ func (s Stored) Encode() []byte {
 }
 
 // DecodeStored decodes and verifies an encoded stored event: the layout must
-// be exact and the hash must match the content.
+// be exact and the hash must match the content. The result does not alias b.
 func DecodeStored(b []byte) (Stored, error) {
+	s, err := viewStored(b)
+	if err != nil {
+		return Stored{}, err
+	}
+	s.Payload = bytes.Clone(s.Payload)
+	return s, nil
+}
+
+// VerifyStored checks b as DecodeStored does and returns the event's
+// identity, without copying the payload: for a reader that only validates
+// (the archive's scans and scrub), which would otherwise copy every payload
+// it reads only to drop it.
+func VerifyStored(b []byte) (ID, error) {
+	s, err := viewStored(b)
+	return s.ID, err
+}
+
+// viewStored decodes and verifies b; the payload of the result aliases b.
+func viewStored(b []byte) (Stored, error) {
 	const fixed = 1 + IDLen + 1 + 4 + 32
 	if len(b) < fixed || b[0] != storedVersion {
 		return Stored{}, fmt.Errorf("%w: stored event header", ErrMalformed)
@@ -220,7 +239,7 @@ func DecodeStored(b []byte) (Stored, error) {
 	if pl > MaxPayloadLen || len(b) != p+pl+32 {
 		return Stored{}, fmt.Errorf("%w: stored event payload length", ErrMalformed)
 	}
-	s := Stored{ID: id, Type: typ, Payload: bytes.Clone(b[p : p+pl])}
+	s := Stored{ID: id, Type: typ, Payload: b[p : p+pl : p+pl]}
 	copy(s.Hash[:], b[p+pl:])
 	if s.Hash != Hash(id, typ, s.Payload) {
 		return Stored{}, fmt.Errorf("%w: stored event hash mismatch", ErrMalformed)

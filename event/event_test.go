@@ -25,12 +25,42 @@ func TestStoredRoundTripAndTamper(t *testing.T) {
 	if got.ID != s.ID || got.Type != s.Type || !bytes.Equal(got.Payload, s.Payload) || got.Hash != s.Hash {
 		t.Fatalf("round trip: got %+v want %+v", got, s)
 	}
+	if id, err := event.VerifyStored(b); err != nil || id != s.ID {
+		t.Fatalf("VerifyStored = %v, %v; want %v", id, err, s.ID)
+	}
 	for i := range b {
 		c := bytes.Clone(b)
 		c[i] ^= 0x01
 		if _, err := event.DecodeStored(c); !errors.Is(err, event.ErrMalformed) {
 			t.Fatalf("flip at %d accepted", i)
 		}
+		if _, err := event.VerifyStored(c); !errors.Is(err, event.ErrMalformed) {
+			t.Fatalf("VerifyStored: flip at %d accepted", i)
+		}
+	}
+	for _, n := range []int{0, 1, len(b) - 1} {
+		if _, err := event.VerifyStored(b[:n]); !errors.Is(err, event.ErrMalformed) {
+			t.Fatalf("VerifyStored: %d of %d bytes accepted", n, len(b))
+		}
+	}
+}
+
+// TestDecodedPayloadDoesNotAliasItsInput: DecodeStored copies the payload
+// (a caller may keep it while the buffer it decoded from is reused), and
+// VerifyStored, which does not, is only a check.
+func TestDecodedPayloadDoesNotAliasItsInput(t *testing.T) {
+	s, err := event.NewStored(event.ID{Seq: 7}, "t", []byte("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.Encode()
+	got, err := event.DecodeStored(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(b)
+	if string(got.Payload) != "payload" {
+		t.Fatalf("the decoded payload changed with its input: %q", got.Payload)
 	}
 }
 
@@ -68,6 +98,10 @@ func FuzzDecodeStored(f *testing.F) {
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := event.DecodeStored(b)
+		id, verr := event.VerifyStored(b)
+		if (err == nil) != (verr == nil) || (err == nil && id != s.ID) {
+			t.Fatalf("DecodeStored: %v, VerifyStored: %v, %v", err, id, verr)
+		}
 		if err != nil {
 			return
 		}
