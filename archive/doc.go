@@ -20,6 +20,11 @@
 // resumable Cursor, serves Open's validation, the background scrub, offline
 // Inspect and reconciliation campaigns over archives larger than one call's
 // bound. A page holds at most MaxPageRecords records and MaxPageBytes.
+// Every page is validated alike: each record's
+// checksum, stored-event decode and hash, identity and binding. Only
+// ReadPage copies the events out for its caller; the scans that only
+// validate and count (Open's validation, checkpoints, Inspect, the scrub)
+// check each value where the engine holds it and keep keys and charges.
 //
 // # What "validates the archive in bounded pages before dispatch" covers
 //

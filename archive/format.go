@@ -97,14 +97,10 @@ func encodeValue(key event.Key, record []byte) []byte {
 // decodeValue verifies an encoded value under its canonical key and returns
 // the stored-event bytes (aliasing v) and the decoded, hash-verified event.
 func decodeValue(key event.Key, v []byte) ([]byte, event.Stored, error) {
-	if len(v) < encodedValueLen(0) || v[0] != recordVersion {
-		return nil, event.Stored{}, fmt.Errorf("%w: record %s: bad value header", ErrCorrupt, key.Event)
+	rec, err := unframeValue(key, v)
+	if err != nil {
+		return nil, event.Stored{}, err
 	}
-	body := v[:len(v)-4]
-	if binary.BigEndian.Uint32(v[len(v)-4:]) != checksum(key.Bytes(), body) {
-		return nil, event.Stored{}, fmt.Errorf("%w: record %s: checksum mismatch", ErrCorrupt, key.Event)
-	}
-	rec := body[1:]
 	st, err := event.DecodeStored(rec)
 	if err != nil {
 		return nil, event.Stored{}, fmt.Errorf("%w: record %s: stored event does not verify", ErrCorrupt, key.Event)
@@ -113,6 +109,37 @@ func decodeValue(key event.Key, v []byte) ([]byte, event.Stored, error) {
 		return nil, event.Stored{}, fmt.Errorf("%w: record %s: event identity differs from its key", ErrCorrupt, key.Event)
 	}
 	return rec, st, nil
+}
+
+// checkValue validates a value exactly as decodeValue does, without copying
+// the payload: what a scan that only validates needs (Reader's scans, the
+// scrub), which would otherwise copy every payload it reads only to drop it.
+func checkValue(key event.Key, v []byte) error {
+	rec, err := unframeValue(key, v)
+	if err != nil {
+		return err
+	}
+	id, err := event.VerifyStored(rec)
+	if err != nil {
+		return fmt.Errorf("%w: record %s: stored event does not verify", ErrCorrupt, key.Event)
+	}
+	if id != key.Event {
+		return fmt.Errorf("%w: record %s: event identity differs from its key", ErrCorrupt, key.Event)
+	}
+	return nil
+}
+
+// unframeValue checks a value's version and checksum under key and returns
+// the stored-event bytes it frames (aliasing v).
+func unframeValue(key event.Key, v []byte) ([]byte, error) {
+	if len(v) < encodedValueLen(0) || v[0] != recordVersion {
+		return nil, fmt.Errorf("%w: record %s: bad value header", ErrCorrupt, key.Event)
+	}
+	body := v[:len(v)-4]
+	if binary.BigEndian.Uint32(v[len(v)-4:]) != checksum(key.Bytes(), body) {
+		return nil, fmt.Errorf("%w: record %s: checksum mismatch", ErrCorrupt, key.Event)
+	}
+	return body[1:], nil
 }
 
 // encodeMarker encodes the format marker: magic ‖ version(u16) ‖ CRC32C.

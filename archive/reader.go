@@ -20,6 +20,7 @@ const (
 	MaxPageBytes   = 4 << 20
 )
 
+
 // Record is one validated archived event.
 type Record struct {
 	// Key is the archive key.
@@ -126,6 +127,23 @@ func (r *Reader) Close() error {
 // whose value would take the page past MaxPageBytes is recognised by its
 // length and its value is not fetched.
 func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
+	return r.readPage(ctx, after, true)
+}
+
+// checkPage reads the page ReadPage would and validates every record of it
+// alike, but leaves Record.Event empty: the payloads are checked where the
+// engine holds them and not copied. For the scans that only validate and
+// count (startup validation, checkpoints, inspect, the background scrub),
+// which would otherwise allocate every payload they read only to drop it:
+// up to MaxPageBytes a page, several pages a second per archive for the
+// scrub.
+func (r *Reader) checkPage(ctx context.Context, after Cursor) (Page, error) {
+	return r.readPage(ctx, after, false)
+}
+
+// readPage is ReadPage; decode says whether the records' events are decoded
+// into the page (true) or only validated.
+func (r *Reader) readPage(ctx context.Context, after Cursor, decode bool) (Page, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
@@ -149,7 +167,7 @@ func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
 		if err != nil {
 			return err
 		}
-		page, pageErr = r.fill(it)
+		page, pageErr = r.fill(it, decode)
 		return it.Close()
 	})
 	if pageErr != nil {
@@ -166,8 +184,9 @@ func (r *Reader) ReadPage(ctx context.Context, after Cursor) (Page, error) {
 	return page, nil
 }
 
-// fill reads one page from a positioned-at-nothing iterator.
-func (r *Reader) fill(it *pebble.Iterator) (Page, error) {
+// fill reads one page from a positioned-at-nothing iterator, with each
+// record's event decoded (decode) or only validated.
+func (r *Reader) fill(it *pebble.Iterator, decode bool) (Page, error) {
 	var p Page
 	var last event.Key
 	more := false
@@ -203,11 +222,16 @@ func (r *Reader) fill(it *pebble.Iterator) (Page, error) {
 		if int64(event.KeyLen+len(v)) != charge {
 			return Page{}, fmt.Errorf("%w: record %s: value length differs from the length recorded for it", ErrCorrupt, k.Event)
 		}
-		_, st, err := decodeValue(k, v)
+		rec := Record{Key: k, Charge: charge}
+		if decode {
+			_, rec.Event, err = decodeValue(k, v)
+		} else {
+			err = checkValue(k, v)
+		}
 		if err != nil {
 			return Page{}, err
 		}
-		p.Records = append(p.Records, Record{Key: k, Event: st, Charge: charge})
+		p.Records = append(p.Records, rec)
 		p.EncodedBytes += charge
 		last = k
 	}

@@ -74,7 +74,7 @@ func (sc *Scrub) Step(ctx context.Context) (ScrubProgress, error) {
 	if sc.done {
 		return sc.progress(0, 0), nil
 	}
-	p, err := sc.r.ReadPage(ctx, sc.after)
+	p, err := sc.r.checkPage(ctx, sc.after)
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			sc.s.corrupt(err)

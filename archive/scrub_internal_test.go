@@ -1,8 +1,10 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -220,3 +222,89 @@ func TestScrubReadsTheDiskWithTheArchiveCache(t *testing.T) {
 
 // recordPayload is the payload size of TestScrubReadsTheDiskWithTheArchiveCache.
 const recordPayload = 4 << 10
+
+// TestScansThatOnlyValidateCheckEveryRecordAlike: the scrub and the scans
+// read pages without decoding their events (Reader.checkPage), and must
+// refuse exactly what ReadPage refuses. Each case is a record inside the
+// checkpointed prefix (Open trusts it) whose value checksum holds, so only
+// the stored event's own checks can find it: a payload changed after its
+// hash was taken, and the bytes of another event under this key.
+func TestScansThatOnlyValidateCheckEveryRecordAlike(t *testing.T) {
+	t.Parallel()
+	k, r := rec(t, testDatabase, 300, 0, "payload")
+	_, other := rec(t, testDatabase, 301, 0, "payload")
+	tampered := bytes.Clone(r)
+	tampered[bytes.Index(tampered, []byte("payload"))] ^= 0x20
+	for name, bad := range map[string][]byte{"hash": tampered, "identity": other} {
+		for _, decode := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/decode=%v", name, decode), func(t *testing.T) {
+				t.Parallel()
+				fs := newMemFS(t, false)
+				s := mustOpen(t, testOptions(t, fs))
+				fillRange(t, s, 1, 600)
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				editStore(t, fs, func(db *pebble.DB) { setKey(t, db, recordKey(k), encodeValue(k, bad)) })
+				s, err := Open(context.Background(), testDir, testOptions(t, fs))
+				if err != nil {
+					t.Fatalf("Open trusts the checkpointed prefix, yet: %v", err)
+				}
+				defer s.Close()
+				r := s.NewReader()
+				defer r.Close()
+				var after Cursor
+				for {
+					p, err := r.readPage(context.Background(), after, decode)
+					if err != nil {
+						if !errors.Is(err, ErrCorrupt) {
+							t.Fatalf("%v, want ErrCorrupt", err)
+						}
+						return
+					}
+					if p.Next == nil {
+						t.Fatal("every page read without an error")
+					}
+					after = p.Next
+				}
+			})
+		}
+	}
+}
+
+// TestCheckPageKeepsNoEvents: checkPage returns the keys and charges that
+// ReadPage returns, and no payloads.
+func TestCheckPageKeepsNoEvents(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t, testOptions(t, newMemFS(t, false)))
+	fillRange(t, s, 1, 300)
+	r := s.NewReader()
+	defer r.Close()
+	for after := Cursor(nil); ; {
+		full, err := r.ReadPage(context.Background(), after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked, err := r.checkPage(context.Background(), after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full.Records) != len(checked.Records) || full.EncodedBytes != checked.EncodedBytes {
+			t.Fatalf("ReadPage %d records / %d bytes, checkPage %d / %d",
+				len(full.Records), full.EncodedBytes, len(checked.Records), checked.EncodedBytes)
+		}
+		for i, c := range checked.Records {
+			if c.Key != full.Records[i].Key || c.Charge != full.Records[i].Charge || full.Records[i].Event.Payload == nil {
+				t.Fatalf("record %d: ReadPage %+v, checkPage %+v", i, full.Records[i], c)
+			}
+			if c.Event.Payload != nil || c.Event.Type != "" {
+				t.Fatalf("checkPage kept the event of record %d", i)
+			}
+		}
+		if full.Next == nil {
+			return
+		}
+		after = full.Next
+	}
+}
+

@@ -121,7 +121,9 @@ type scanTotals struct {
 
 // scan reads at most maxPages pages (0: no bound) with a validating Reader,
 // starting after the cursor after (nil: from the start), and calls onPage
-// (when set) with every page it reads.
+// (when set) with every page it reads. The pages' records carry keys and
+// charges, not events (Reader.checkPage): every caller only validates and
+// counts.
 func (c *core) scan(ctx context.Context, after Cursor, maxPages int, onPage func(Page) error) (scanTotals, error) {
 	r := c.newReader()
 	defer r.Close()
@@ -132,7 +134,7 @@ func (c *core) scan(ctx context.Context, after Cursor, maxPages int, onPage func
 func scanWith(ctx context.Context, r *Reader, after Cursor, maxPages int, onPage func(Page) error) (scanTotals, error) {
 	var t scanTotals
 	for maxPages <= 0 || t.pages < maxPages {
-		p, err := r.ReadPage(ctx, after)
+		p, err := r.checkPage(ctx, after)
 		t.pages++
 		if err != nil {
 			return t, err
