@@ -19,8 +19,8 @@
 // The same validating Reader, over a Pebble snapshot with an opaque
 // resumable Cursor, serves Open's validation, the background scrub, offline
 // Inspect and reconciliation campaigns over archives larger than one call's
-// bound. A page holds at most MaxPageRecords records and MaxPageBytes.
-// Every page is validated alike: each record's
+// bound. A page holds at most MaxPageRecords records and MaxPageBytes (a
+// scrub page ScrubPageBytes). Every page is validated alike: each record's
 // checksum, stored-event decode and hash, identity and binding. Only
 // ReadPage copies the events out for its caller; the scans that only
 // validate and count (Open's validation, checkpoints, Inspect, the scrub)

@@ -20,6 +20,13 @@ const (
 	MaxPageBytes   = 4 << 20
 )
 
+// ScrubPageBytes bounds the charges of a background scrub page, in place of
+// MaxPageBytes: the scrub's rate is set in pages per second per archive, and
+// at MaxPageBytes a page, 32 archives of 32 KiB events at the default 4 pages
+// a second would read, check and hash up to 512 MiB a second between them
+// (docs/benchmarks.md, "The background scrub's page"). A page of events of
+// up to 1 KiB is the same under either bound (256 records).
+const ScrubPageBytes = 256 << 10
 
 // Record is one validated archived event.
 type Record struct {
@@ -64,6 +71,9 @@ type Reader struct {
 	// timeout, when set, bounds a page read instead of the store's
 	// transaction timeout (the background scrub's longer one).
 	timeout time.Duration
+	// pageBytes, when set, bounds a page's charges instead of MaxPageBytes
+	// (the background scrub's ScrubPageBytes).
+	pageBytes int64
 
 	mu   sync.Mutex
 	snap *pebble.Snapshot
@@ -190,6 +200,7 @@ func (r *Reader) fill(it *pebble.Iterator, decode bool) (Page, error) {
 	var p Page
 	var last event.Key
 	more := false
+	maxBytes := cmp.Or(r.pageBytes, MaxPageBytes)
 	for valid := it.First(); valid; valid = it.Next() {
 		if len(p.Records) == MaxPageRecords {
 			more = true
@@ -208,7 +219,7 @@ func (r *Reader) fill(it *pebble.Iterator, decode bool) (Page, error) {
 		}
 		lv := it.LazyValue()
 		charge := int64(event.KeyLen + lv.Len())
-		if len(p.Records) > 0 && p.EncodedBytes+charge > MaxPageBytes {
+		if len(p.Records) > 0 && p.EncodedBytes+charge > maxBytes {
 			more = true
 			break
 		}

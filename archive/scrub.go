@@ -60,6 +60,7 @@ func (s *Store) NewScrub() (*Scrub, error) {
 	}
 	sc := &Scrub{s: s, r: s.NewReader(), acct: s.acct, ck: s.ckpt, ckKey: s.ckptKey}
 	sc.r.timeout = s.scrubTimeout
+	sc.r.pageBytes = ScrubPageBytes
 	sc.crossed = sc.ckKey == nil
 	// The counters' series exist from the first pass on, so that
 	// increase() sees its first records.
@@ -69,7 +70,7 @@ func (s *Store) NewScrub() (*Scrub, error) {
 }
 
 // Step validates the next page of the pass (at most MaxPageRecords records
-// and MaxPageBytes). After the pass is complete it does nothing.
+// and ScrubPageBytes). After the pass is complete it does nothing.
 func (sc *Scrub) Step(ctx context.Context) (ScrubProgress, error) {
 	if sc.done {
 		return sc.progress(0, 0), nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -308,3 +309,41 @@ func TestCheckPageKeepsNoEvents(t *testing.T) {
 	}
 }
 
+// TestScrubPagesAreBoundedInBytes: a scrub page holds at most
+// ScrubPageBytes of charges (at least one record), where a ReadPage page
+// holds up to MaxPageBytes: 40 events of 20 KiB are one ReadPage page and
+// four scrub pages.
+func TestScrubPagesAreBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	s := mustOpen(t, testOptions(t, newMemFS(t, false)))
+	payload := strings.Repeat("x", 20<<10)
+	for i := uint64(1); i <= 40; i++ {
+		k, r := rec(t, testDatabase, i, 0, payload)
+		mustAccept(t, s, k, r, Stored)
+	}
+	r := s.NewReader()
+	p, err := r.ReadPage(context.Background(), nil)
+	_ = r.Close()
+	if err != nil || len(p.Records) != 40 || p.Next != nil {
+		t.Fatalf("ReadPage: %d records, next %v, %v; want all 40 in one page", len(p.Records), p.Next, err)
+	}
+	perPage := int(ScrubPageBytes / p.Records[0].Charge)
+	sc, err := s.NewScrub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var steps int
+	for pr := (ScrubProgress{}); !pr.Complete; steps++ {
+		if pr, err = sc.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if pr.EncodedBytes > ScrubPageBytes || (!pr.Complete && pr.Records != int64(perPage)) {
+			t.Fatalf("step %d: %d records, %d bytes; want %d records of at most %d bytes",
+				steps, pr.Records, pr.EncodedBytes, perPage, ScrubPageBytes)
+		}
+	}
+	if want := (40 + perPage - 1) / perPage; steps != want {
+		t.Fatalf("%d scrub steps, want %d", steps, want)
+	}
+}

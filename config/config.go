@@ -137,8 +137,8 @@ type Outbox struct {
 	Kind              string // only "durable_local"
 	Directory         string
 	QuotaEncodedBytes int64 // > 0
-	// ScrubPagesPerSecond is the background scrub's rate, in inspect pages
-	// (at most 256 records and 4 MiB each) per second
+	// ScrubPagesPerSecond is the background scrub's rate, in pages (at most
+	// 256 records and 256 KiB each, archive.ScrubPageBytes) per second
 	// (scrub_pages_per_second): the scrub re-reads the whole archive, over
 	// and over, at this bounded rate. 0 disables it. A file that omits the
 	// option gets DefaultScrubPagesPerSecond.
