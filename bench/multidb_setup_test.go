@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,8 @@ type multiInstall struct {
 }
 
 // newMultiInstall prepares an installation of n databases, db00 to
-// db<n-1>, at the default trace sample ratio and memory budget.
+// db<n-1>, at the default trace sample ratio and memory budget, with the
+// scrub at scrubRate.
 func newMultiInstall(tb testing.TB, n int) *multiInstall {
 	tb.Helper()
 	base := newInstall(tb, 1, "")
@@ -55,7 +57,7 @@ func newMultiInstall(tb testing.TB, n int) *multiInstall {
 		cfg.Databases = append(cfg.Databases, config.Database{
 			Alias: alias, Path: filepath.Join(in.root, "db-"+alias), Contract: base.cfg.Databases[0].Contract,
 			Outbox: &config.Outbox{Kind: "durable_local", Directory: out, QuotaEncodedBytes: 1 << 40,
-				ScrubPagesPerSecond: config.DefaultScrubPagesPerSecond},
+				ScrubPagesPerSecond: scrubRate(tb)},
 		})
 		in.aliases = append(in.aliases, alias)
 	}
@@ -408,4 +410,57 @@ func (m *cpuMeter) machine() float64 {
 		return 0
 	}
 	return float64(m.busySum) / float64(m.totalSum)
+}
+
+// goPeak samples the Go runtime's memory every 20 ms until stop is called:
+// the bytes it holds from the OS (mapped, less what it released) and the
+// live heap objects. The rest of the RSS is C memory (the engines' caches
+// and memtables), thread stacks outside Go and the binary.
+func goPeak() (stop func() (mappedPeak, heapPeak uint64)) {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+	}
+	var mapped, heap uint64
+	done, finished := make(chan struct{}), make(chan struct{})
+	read := func() {
+		metrics.Read(samples)
+		mapped = max(mapped, samples[0].Value.Uint64()-samples[1].Value.Uint64())
+		heap = max(heap, samples[2].Value.Uint64())
+	}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (uint64, uint64) {
+		close(done)
+		<-finished
+		read()
+		return mapped, heap
+	}
+}
+
+// scrubRate is the background scrub's rate of the multi-database
+// installations: config.DefaultScrubPagesPerSecond, or the value of
+// RIFFDB_BENCH_SCRUB_RATE (0 turns the scrub off, to measure what it costs).
+func scrubRate(tb testing.TB) int {
+	v := os.Getenv("RIFFDB_BENCH_SCRUB_RATE")
+	if v == "" {
+		return config.DefaultScrubPagesPerSecond
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > config.MaxScrubPagesPerSecond {
+		tb.Fatalf("RIFFDB_BENCH_SCRUB_RATE=%q: want 0 to %d pages per second", v, config.MaxScrubPagesPerSecond)
+	}
+	return n
 }
