@@ -50,6 +50,19 @@ func fillRange(t *testing.T, s *Store, from, to uint64) {
 	}
 }
 
+// closedStore returns a MemFS holding an archive of records 1 to n, closed
+// cleanly (so its checkpoint covers them all), for a test to edit.
+func closedStore(t *testing.T, n uint64) *vfs.MemFS {
+	t.Helper()
+	fs := newMemFS(t, false)
+	s := mustOpen(t, testOptions(t, fs))
+	fillRange(t, s, 1, n)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
 // TestCleanCloseLeavesNothingToValidate: the first Open of an archive
 // without a checkpoint validates everything and writes one; after a clean
 // Close the next Open validates no record (only the checkpoint's own record
@@ -384,12 +397,7 @@ func TestCheckpointThatDoesNotHoldIsNotTrusted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fs := newMemFS(t, false)
-			s := mustOpen(t, testOptions(t, fs))
-			fillRange(t, s, 1, 300)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fs := closedStore(t, 300)
 			editStore(t, fs, func(db *pebble.DB) {
 				setKey(t, db, keyCheckpoint, tc.value)
 				if tc.corrupt {

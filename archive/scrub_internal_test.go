@@ -67,12 +67,7 @@ func TestScrubPassVerifiesEveryRecord(t *testing.T) {
 // the whole archive and refuses it.
 func TestCorruptRecordInsideTheCheckpointedPrefix(t *testing.T) {
 	t.Parallel()
-	fs := newMemFS(t, false)
-	s := mustOpen(t, testOptions(t, fs))
-	fillRange(t, s, 1, 600)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fs := closedStore(t, 600)
 	editStore(t, fs, func(db *pebble.DB) {
 		k, r := rec(t, testDatabase, 300, 0, "payload")
 		v := encodeValue(k, r)
@@ -85,7 +80,7 @@ func TestCorruptRecordInsideTheCheckpointedPrefix(t *testing.T) {
 		t.Fatalf("inspect: %+v, %v; want corrupt", rep, err)
 	}
 
-	s, err = Open(context.Background(), testDir, testOptions(t, fs))
+	s, err := Open(context.Background(), testDir, testOptions(t, fs))
 	if err != nil {
 		t.Fatalf("Open trusts the checkpointed prefix, yet: %v", err)
 	}
@@ -240,12 +235,7 @@ func TestScansThatOnlyValidateCheckEveryRecordAlike(t *testing.T) {
 		for _, decode := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/decode=%v", name, decode), func(t *testing.T) {
 				t.Parallel()
-				fs := newMemFS(t, false)
-				s := mustOpen(t, testOptions(t, fs))
-				fillRange(t, s, 1, 600)
-				if err := s.Close(); err != nil {
-					t.Fatal(err)
-				}
+				fs := closedStore(t, 600)
 				editStore(t, fs, func(db *pebble.DB) { setKey(t, db, recordKey(k), encodeValue(k, bad)) })
 				s, err := Open(context.Background(), testDir, testOptions(t, fs))
 				if err != nil {
