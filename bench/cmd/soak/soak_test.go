@@ -509,6 +509,15 @@ func TestSVGHasOnePanelPerSeries(t *testing.T) {
 	total := 5 * time.Minute
 	samples := synthetic(total, func(x float64) float64 { return (100 + x) * (1 << 20) }, flat(50), flat(20), steadyLag)
 	samples[5].Goroutines = math.NaN() // a gap
+	for i := range samples {
+		// Archive syncs take half of every interval; the primary's counter
+		// starts again at sample 8, as after a restart.
+		samples[i].FsyncSecondsArchive = samples[i].Elapsed.Seconds() / 2
+		samples[i].FsyncSecondsPrimary = float64(i) * 0.1
+		if i >= 8 {
+			samples[i].FsyncSecondsPrimary = float64(i-8) * 0.1
+		}
+	}
 	var buf bytes.Buffer
 	if err := writeSVG(&buf, "soak <test> & co", samples, windowsFor(total)); err != nil {
 		t.Fatal(err)
@@ -552,6 +561,23 @@ func TestSVGHasOnePanelPerSeries(t *testing.T) {
 					t.Fatalf("point %s after (%v,%v): not increasing", pt, px, py)
 				}
 				px, py = x, y
+			}
+		case "share of each interval in WAL syncs and write stalls":
+			// Four rates; none at the first sample, and the primary's
+			// breaks where its counter went down.
+			if len(lines) != 5 || len(lines[0]) != len(samples)-1 || len(lines[1])+len(lines[2]) != len(samples)-2 {
+				t.Fatalf("%s: %d segments %v", panels[i].title, len(lines), lines)
+			}
+			var y0 float64
+			for k, pt := range lines[0] {
+				var x, y float64
+				if _, err := fmtSscanf(pt, &x, &y); err != nil {
+					t.Fatal(err)
+				}
+				if k > 0 && y != y0 {
+					t.Fatalf("archive syncs: point %s, want every y at %v (a constant share)", pt, y0)
+				}
+				y0 = y
 			}
 		case "commit→archived lag per interval", "Pebble compaction debt":
 			if len(lines) != 2 {

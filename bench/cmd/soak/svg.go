@@ -14,6 +14,30 @@ type line struct {
 	label string
 	color string
 	value func(Sample) float64
+	// perSecond plots, at each sample, the change of value per second of
+	// the interval that ends there (value is then a cumulative counter);
+	// the first sample has no interval, and a counter that went down (a
+	// restart) gives no point.
+	perSecond bool
+}
+
+// series returns the values the line plots at each sample.
+func (l line) series(samples []Sample) []float64 {
+	out := make([]float64, len(samples))
+	for i, s := range samples {
+		v := l.value(s)
+		if l.perSecond {
+			v = math.NaN()
+			if i > 0 {
+				dt := (s.Elapsed - samples[i-1].Elapsed).Seconds()
+				if d := l.value(s) - l.value(samples[i-1]); dt > 0 && d >= 0 {
+					v = d / dt
+				}
+			}
+		}
+		out[i] = v
+	}
+	return out
 }
 
 // panel is one chart of the plot: one or more series over elapsed time.
@@ -26,26 +50,33 @@ type panel struct {
 // panels are the plot's charts, one per recorded series.
 var panels = []panel{
 	{title: "RSS", unit: "MiB", lines: []line{
-		{"VmRSS", "#1f77b4", func(s Sample) float64 { return s.RSSBytes / (1 << 20) }},
-		{"Go heap in use", "#ff9896", func(s Sample) float64 { return s.HeapInUse / (1 << 20) }},
-		{"block cache", "#c49c94", func(s Sample) float64 { return s.BlockCache / (1 << 20) }},
-		{"memtables allocated", "#aec7e8", func(s Sample) float64 { return s.Memtables / (1 << 20) }},
-		{"C heap resident", "#bcbd22", func(s Sample) float64 { return s.CHeapRSS / (1 << 20) }},
-		{"C heap free", "#dbdb8d", func(s Sample) float64 { return s.CHeapFree / (1 << 20) }}}},
+		{"VmRSS", "#1f77b4", func(s Sample) float64 { return s.RSSBytes / (1 << 20) }, false},
+		{"Go heap in use", "#ff9896", func(s Sample) float64 { return s.HeapInUse / (1 << 20) }, false},
+		{"block cache", "#c49c94", func(s Sample) float64 { return s.BlockCache / (1 << 20) }, false},
+		{"memtables allocated", "#aec7e8", func(s Sample) float64 { return s.Memtables / (1 << 20) }, false},
+		{"C heap resident", "#bcbd22", func(s Sample) float64 { return s.CHeapRSS / (1 << 20) }, false},
+		{"C heap free", "#dbdb8d", func(s Sample) float64 { return s.CHeapFree / (1 << 20) }, false}}},
 	{title: "goroutines", unit: "", lines: []line{
-		{"go_goroutines", "#2ca02c", func(s Sample) float64 { return s.Goroutines }},
-		{"minus sockets", "#98df8a", func(s Sample) float64 { return s.Goroutines - s.Sockets }}}},
+		{"go_goroutines", "#2ca02c", func(s Sample) float64 { return s.Goroutines }, false},
+		{"minus sockets", "#98df8a", func(s Sample) float64 { return s.Goroutines - s.Sockets }, false}}},
 	{title: "open file descriptors", unit: "", lines: []line{
-		{"/proc/pid/fd", "#9467bd", func(s Sample) float64 { return s.OpenFDs }},
-		{"not sockets", "#c5b0d5", func(s Sample) float64 { return s.OpenFDs - s.Sockets }},
-		{"tables", "#8c564b", func(s Sample) float64 { return s.Tables }}}},
+		{"/proc/pid/fd", "#9467bd", func(s Sample) float64 { return s.OpenFDs }, false},
+		{"not sockets", "#c5b0d5", func(s Sample) float64 { return s.OpenFDs - s.Sockets }, false},
+		{"tables", "#8c564b", func(s Sample) float64 { return s.Tables }, false}}},
 	{title: "Pebble compaction debt", unit: "MiB", lines: []line{
-		{"primary", "#ff7f0e", func(s Sample) float64 { return s.DebtPrimary / (1 << 20) }},
-		{"archive", "#8c564b", func(s Sample) float64 { return s.DebtArchive / (1 << 20) }}}},
+		{"primary", "#ff7f0e", func(s Sample) float64 { return s.DebtPrimary / (1 << 20) }, false},
+		{"archive", "#8c564b", func(s Sample) float64 { return s.DebtArchive / (1 << 20) }, false}}},
 	{title: "commit→archived lag per interval", unit: "ms", lines: []line{
-		{"p50", "#17becf", func(s Sample) float64 { return s.LagP(0.5) }},
-		{"p99", "#d62728", func(s Sample) float64 { return s.LagP(0.99) }}}},
-	{title: "pending deliveries", unit: "events", lines: []line{{"pending", "#7f7f7f", func(s Sample) float64 { return s.Pending }}}},
+		{"p50", "#17becf", func(s Sample) float64 { return s.LagP(0.5) }, false},
+		{"p99", "#d62728", func(s Sample) float64 { return s.LagP(0.99) }, false}}},
+	{title: "pending deliveries", unit: "events", lines: []line{{"pending", "#7f7f7f", func(s Sample) float64 { return s.Pending }, false}}},
+	// Where the stores' time went in each interval: what explained the
+	// intervals of high p99 (docs/benchmarks.md, "The soak").
+	{title: "share of each interval in WAL syncs and write stalls", unit: "seconds per second", lines: []line{
+		{"archive WAL syncs", "#8c564b", func(s Sample) float64 { return s.FsyncSecondsArchive }, true},
+		{"primary WAL syncs", "#ff7f0e", func(s Sample) float64 { return s.FsyncSecondsPrimary }, true},
+		{"archive stalls", "#e377c2", func(s Sample) float64 { return s.StallSecondsArchive }, true},
+		{"primary stalls", "#d62728", func(s Sample) float64 { return s.StallSecondsPrimary }, true}}},
 }
 
 // Plot geometry, in SVG user units.
@@ -93,9 +124,9 @@ func (s scale) y(v float64) float64 {
 // unless a value is negative, widened so that a flat series is visible.
 func valueRange(p panel, samples []Sample) (lo, hi float64) {
 	lo, hi = 0, math.Inf(-1)
-	for _, s := range samples {
-		for _, l := range p.lines {
-			if v := l.value(s); !math.IsNaN(v) && !math.IsInf(v, 0) {
+	for _, l := range p.lines {
+		for _, v := range l.series(samples) {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
 				lo, hi = min(lo, v), max(hi, v)
 			}
 		}
@@ -158,7 +189,7 @@ func drawPanel(b *strings.Builder, p panel, samples []Sample, w Windows, top int
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, sc.y1+16, (time.Duration(t) * time.Second).String())
 	}
 	for li, l := range p.lines {
-		for _, pts := range segments(samples, l.value, sc) {
+		for _, pts := range segments(samples, l.series(samples), sc) {
 			fmt.Fprintf(b, `<polyline class="series" points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", pts, l.color)
 		}
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" fill="%s" text-anchor="end">%s</text>`+"\n",
@@ -167,13 +198,13 @@ func drawPanel(b *strings.Builder, p panel, samples []Sample, w Windows, top int
 	b.WriteString("</g>\n")
 }
 
-// segments returns the polyline point lists of one series: a NaN value
-// (nothing measured) breaks the line.
-func segments(samples []Sample, f func(Sample) float64, sc scale) []string {
+// segments returns the polyline point lists of one series (values, one per
+// sample): a NaN value (nothing measured) breaks the line.
+func segments(samples []Sample, values []float64, sc scale) []string {
 	var out []string
 	var cur []string
-	for _, s := range samples {
-		v := f(s)
+	for i, s := range samples {
+		v := values[i]
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			if len(cur) > 0 {
 				out = append(out, strings.Join(cur, " "))
