@@ -310,6 +310,7 @@ func report(r results) []row {
 	const mm = "bench.MultiDBMemory"
 	rows = append(rows,
 		ruledValue("10 databases", "32 busy databases: peak RSS", "MiB", r.get(mm, "peak_rss_MiB"), 1024),
+		infoRow("10 databases", "32 busy databases: the Go runtime's peak, memory from the OS", "MiB", r.get(mm, "peak_go_mapped_MiB")),
 		infoRow("10 databases", "32 busy databases: memtable flushes per store", "flushes", r.get(mm, "flushes/store")),
 	)
 	for _, n := range []string{"1", "4", "16", "32"} {
