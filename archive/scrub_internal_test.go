@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -335,5 +336,39 @@ func TestScrubPagesAreBoundedInBytes(t *testing.T) {
 	}
 	if want := (40 + perPage - 1) / perPage; steps != want {
 		t.Fatalf("%d scrub steps, want %d", steps, want)
+	}
+}
+
+// TestValidatingScansDoNotCopyPayloads: checkPage validates 40 events of
+// 20 KiB without allocating their payloads, where ReadPage copies them all.
+// Not parallel: it reads the process's allocation counter.
+func TestValidatingScansDoNotCopyPayloads(t *testing.T) {
+	s := mustOpen(t, testOptions(t, newMemFS(t, false)))
+	defer s.Close()
+	payload := strings.Repeat("x", 20<<10)
+	for i := uint64(1); i <= 40; i++ {
+		k, r := rec(t, testDatabase, i, 0, payload)
+		mustAccept(t, s, k, r, Stored)
+	}
+	r := s.NewReader()
+	defer r.Close()
+	allocated := func(decode bool) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		p, err := r.readPage(context.Background(), nil, decode)
+		runtime.ReadMemStats(&after)
+		if err != nil || len(p.Records) != 40 {
+			t.Fatalf("%d records, %v", len(p.Records), err)
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	const payloads = 40 * 20 << 10
+	if got := allocated(true); got < payloads {
+		t.Fatalf("ReadPage allocated %d bytes for %d bytes of payloads: the check below would prove nothing", got, payloads)
+	}
+	got := allocated(false)
+	t.Logf("checkPage allocated %d bytes", got)
+	if got > payloads/8 {
+		t.Fatalf("checkPage allocated %d bytes for %d bytes of payloads", got, payloads)
 	}
 }
