@@ -366,7 +366,9 @@ func TestValidatingScansDoNotCopyPayloads(t *testing.T) {
 	if got := allocated(true); got < payloads {
 		t.Fatalf("ReadPage allocated %d bytes for %d bytes of payloads: the check below would prove nothing", got, payloads)
 	}
-	got := allocated(false)
+	// The least of three reads: the counter is the process's, and a
+	// background goroutine may allocate during one of them.
+	got := min(allocated(false), allocated(false), allocated(false))
 	t.Logf("checkPage allocated %d bytes", got)
 	if got > payloads/8 {
 		t.Fatalf("checkPage allocated %d bytes for %d bytes of payloads", got, payloads)
