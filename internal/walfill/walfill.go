@@ -6,8 +6,9 @@
 //
 // On ext4 and XFS, a synced commit that appends to a file, or that writes
 // into space reserved with fallocate (unwritten extents), changes metadata:
-// the file size, or the extent's written state. fdatasync then has to commit
-// that metadata through the filesystem journal as well as write the data.
+// the file size, or the extent's written state. fdatasync then has to write
+// that metadata (through the filesystem journal, where there is one) as
+// well as the data.
 // Once the space has really been written, overwriting it changes no metadata
 // and fdatasync writes only the data. On this project's 2-vCPU ext4 machines
 // a 1 KiB write+fdatasync into written space runs at about 1.35x the rate of
@@ -18,10 +19,17 @@
 // (bench.BenchmarkParallelSync: 128-byte write+fdatasync loops, one file
 // each, interleaved in time), overwriting written space ran at 1.1-2.1x of
 // appending with one writer, 0.74-1.17x with 4 (runs differ), and
-// 0.69-0.83x with 16 and 0.76-0.79x with 32. The likely reason: an fdatasync that must commit
-// metadata waits for a journal commit, which ext4 shares among every file
-// being synced at that moment (one cache flush for all of them), while an
-// fdatasync into written space skips the journal and flushes on its own.
+// 0.69-0.83x with 16 and 0.76-0.79x with 32. On a journaled ext4 the likely
+// reason is that an fdatasync that must commit metadata waits for a journal
+// commit, which ext4 shares among every file being synced at that moment
+// (one cache flush for all of them), while an fdatasync into written space
+// skips the journal and flushes on its own. But the machines these figures
+// come from run ext4 without a journal (perf shows their fdatasync in the
+// kernel's ext4_fsync_nojournal, which writes the inode's block with
+// sync_dirty_buffer before the cache flush): there the metadata of an
+// append is one more synchronous block write per sync, nothing is shared
+// through a journal, and why appends keep up better with many streams is
+// not established.
 // Delivery, measured the same way (bench.BenchmarkMultiDB, the build with
 // zeros for every WAL against the build with zeros for one database's,
 // alternating), delivered 0.86-1.91x (median 1.32x, 7 pairs) with 4
