@@ -43,8 +43,8 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 	if key.Database != s.binding {
 		return fmt.Errorf("%w: key of database %s", ErrBindingChanged, key.Database)
 	}
-	st, err := event.DecodeStored(record)
-	if err != nil || st.ID != key.Event {
+	id, err := event.VerifyStored(record)
+	if err != nil || id != key.Event {
 		return fmt.Errorf("%w: event %s", ErrInvalidRecord, key.Event)
 	}
 	return nil
@@ -128,7 +128,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 			}
 		}
 		if existing != nil {
-			rec, _, err := decodeValue(key, existing)
+			rec, err := checkValue(key, existing)
 			if err != nil {
 				s.st.fail(err)
 				return err

@@ -133,7 +133,7 @@ func (s *Store) validateFrom(ctx context.Context, ck checkpoint) (ok bool, err e
 		s.log.Warn("archive checkpoint names a record that does not exist; validating the whole archive")
 		return false, nil
 	}
-	if _, _, err := decodeValue(ck.key, v); err != nil {
+	if _, err := checkValue(ck.key, v); err != nil {
 		return false, err
 	}
 	last := ck.key

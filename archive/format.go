@@ -111,22 +111,24 @@ func decodeValue(key event.Key, v []byte) ([]byte, event.Stored, error) {
 	return rec, st, nil
 }
 
-// checkValue validates a value exactly as decodeValue does, without copying
-// the payload: what a scan that only validates needs (Reader's scans, the
-// scrub), which would otherwise copy every payload it reads only to drop it.
-func checkValue(key event.Key, v []byte) error {
+// checkValue validates a value exactly as decodeValue does and returns the
+// stored-event bytes (aliasing v), without copying the payload: what a scan
+// that only validates needs (Reader's scans, the scrub), which would
+// otherwise copy every payload it reads only to drop it, and Accept's
+// comparison of a replay with the record it finds.
+func checkValue(key event.Key, v []byte) ([]byte, error) {
 	rec, err := unframeValue(key, v)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id, err := event.VerifyStored(rec)
 	if err != nil {
-		return fmt.Errorf("%w: record %s: stored event does not verify", ErrCorrupt, key.Event)
+		return nil, fmt.Errorf("%w: record %s: stored event does not verify", ErrCorrupt, key.Event)
 	}
 	if id != key.Event {
-		return fmt.Errorf("%w: record %s: event identity differs from its key", ErrCorrupt, key.Event)
+		return nil, fmt.Errorf("%w: record %s: event identity differs from its key", ErrCorrupt, key.Event)
 	}
-	return nil
+	return rec, nil
 }
 
 // unframeValue checks a value's version and checksum under key and returns

@@ -237,7 +237,7 @@ func (r *Reader) fill(it *pebble.Iterator, decode bool) (Page, error) {
 		if decode {
 			_, rec.Event, err = decodeValue(k, v)
 		} else {
-			err = checkValue(k, v)
+			_, err = checkValue(k, v)
 		}
 		if err != nil {
 			return Page{}, err
