@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/dirsync"
 )
 
 // Anchors: why a rolled-back archive cannot pass for a healthy one.
@@ -123,11 +124,7 @@ func writeFloor(fs vfs.FS, storeDir string, binding event.DatabaseID, a accounti
 		_ = fs.Remove(tmp)
 		return mapError("writing the archive's floor file", err)
 	}
-	d, err := fs.OpenDir(storeDir)
-	if err != nil {
-		return mapError("syncing the store directory", err)
-	}
-	return mapError("syncing the store directory", errors.Join(d.Sync(), d.Close()))
+	return mapError("syncing the store directory", dirsync.Sync(fs, storeDir))
 }
 
 // LostRecordsError reports an archive that holds fewer records than a

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/riffdb/riffdb/internal/dirsync"
 	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
 )
@@ -155,13 +158,8 @@ func writeFileSync(name string, b []byte) error {
 	return errors.Join(err, f.Sync(), f.Close())
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
+// syncDir makes the entries of the directory dir durable.
+func syncDir(dir string) error { return dirsync.Sync(vfs.Default, dir) }
 
 // hashDir returns the size and SHA-256 of every regular file of dir, sorted
 // by name. Entries of other types are refused when strict, else skipped.

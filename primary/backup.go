@@ -15,6 +15,7 @@ import (
 
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/dirlock"
+	"github.com/riffdb/riffdb/internal/dirsync"
 	"github.com/riffdb/riffdb/internal/goexit"
 	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
@@ -125,7 +126,7 @@ func finishCopy(ctx context.Context, dir, live string, limit *pace.Limiter) erro
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return dirsync.Sync(vfs.Default, dir)
 }
 
 // replaceWithCopy replaces the file name by a copy of its content with an
@@ -153,14 +154,6 @@ func copyFile(ctx context.Context, src, dst string, limit *pace.Limiter) error {
 	}
 	_, err = pace.Copy(ctx, out, in, limit)
 	return errors.Join(err, out.Sync(), out.Close())
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // LockDirectory takes the lock of the database directory dir, the one Open

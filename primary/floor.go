@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/dirsync"
 	"github.com/riffdb/riffdb/internal/pathless"
 )
 
@@ -131,11 +132,7 @@ func writeFloor(fs vfs.FS, dir string, f floorRecord) error {
 		_ = fs.Remove(tmp)
 		return err
 	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
+	return dirsync.Sync(fs, dir)
 }
 
 // manifestNum parses the file number of a MANIFEST-NNNNNN path.

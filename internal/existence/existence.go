@@ -27,6 +27,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/riffdb/riffdb/internal/dirsync"
 )
 
 // NeverCommitted reports whether dir provably holds no committed write: it
@@ -98,9 +100,5 @@ func Reset(fs vfs.FS, dir string, keep ...string) error {
 			return fmt.Errorf("remove a leftover of the interrupted creation: %w", err)
 		}
 	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
+	return dirsync.Sync(fs, dir)
 }
