@@ -167,11 +167,20 @@ func replay(path string, total time.Duration, out io.Writer) error {
 	}
 	w := windowsFor(total)
 	writeTargets(out, evaluate(samples, total), w)
-	svg, err := os.Create(strings.TrimSuffix(path, ".csv") + ".svg")
+	name := strings.TrimSuffix(path, ".csv") + ".svg"
+	title := "riffdb soak, " + total.String()
+	if old, err := os.ReadFile(name); err == nil {
+		// Keep the title of the plot this one replaces: it names the load
+		// and the time of the run, which the CSV does not hold.
+		if t, ok := svgTitle(old); ok {
+			title = t
+		}
+	}
+	svg, err := os.Create(name)
 	if err != nil {
 		return err
 	}
-	if err := writeSVG(svg, "riffdb soak, "+total.String(), samples, w); err != nil {
+	if err := writeSVG(svg, title, samples, w); err != nil {
 		_ = svg.Close()
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -750,5 +752,61 @@ func TestP99NoteSaysHowBusyTheArchiveSyncsWere(t *testing.T) {
 	}
 	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "held writes back") {
 		t.Errorf("without stall figures the note says %q", note)
+	}
+}
+
+// TestReplayKeepsThePlotsTitle: -from-csv redraws a run's plot from its
+// CSV and keeps the title of the plot it replaces (the load and the time
+// of the run, which the CSV does not hold); with no plot to replace, the
+// title names the duration.
+func TestReplayKeepsThePlotsTitle(t *testing.T) {
+	total := 5 * time.Minute
+	samples := synthetic(total, flat(100<<20), flat(30), flat(20), steadyLag)
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "soak-5m-latest.csv")
+	var buf bytes.Buffer
+	w := newCSVWriter(&buf, []float64{0.001, 0.01, 0.1, math.Inf(1)})
+	for _, s := range samples {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(csvPath, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svgPath := strings.TrimSuffix(csvPath, ".csv") + ".svg"
+	titleOf := func() string {
+		t.Helper()
+		b, err := os.ReadFile(svgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		title, ok := svgTitle(b)
+		if !ok {
+			t.Fatalf("no title in the replayed plot")
+		}
+		return title
+	}
+
+	if err := replay(csvPath, total, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := titleOf(), "riffdb soak, 5m0s"; got != want {
+		t.Fatalf("title without an earlier plot = %q, want %q", got, want)
+	}
+
+	const runTitle = "riffdb soak, 5m0s at 830 events/s (half the drain rate of 1659/s) & more, 20261203-192821 UTC"
+	var svg bytes.Buffer
+	if err := writeSVG(&svg, runTitle, samples, windowsFor(total)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(svgPath, svg.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replay(csvPath, total, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got := titleOf(); got != runTitle {
+		t.Fatalf("replayed title = %q, want the run's %q", got, runTitle)
 	}
 }

@@ -92,13 +92,32 @@ const (
 
 // writeSVG draws one panel per series over elapsed time, with the warm-up
 // marked and the baseline and last windows shaded, as a self-contained SVG.
+// titleOpen and titleClose surround the title writeSVG draws.
+const (
+	titleOpen  = `font-size="14" font-weight="bold">`
+	titleClose = `</text>`
+)
+
+// svgTitle returns the title of a plot writeSVG drew, if it has one.
+func svgTitle(svg []byte) (string, bool) {
+	_, rest, ok := strings.Cut(string(svg), titleOpen)
+	if !ok {
+		return "", false
+	}
+	t, _, ok := strings.Cut(rest, titleClose)
+	if !ok || strings.Contains(t, "\n") {
+		return "", false
+	}
+	return html.UnescapeString(t), true
+}
+
 func writeSVG(out io.Writer, title string, samples []Sample, w Windows) error {
 	height := headerH + len(panels)*panelHeight
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
 		plotWidth, height, plotWidth, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotWidth, height)
-	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="18" `+titleOpen+`%s`+titleClose+"\n", marginLeft, html.EscapeString(title))
 	fmt.Fprintf(&b, `<text x="%d" y="33" fill="#555">shaded: baseline window %s–%s and last window %s–%s; dashed: end of the warm-up</text>`+"\n",
 		marginLeft, w.BaseStart, w.BaseEnd, w.LastStart, w.Total)
 	for i, p := range panels {
