@@ -90,8 +90,6 @@ const (
 	headerH     = 40
 )
 
-// writeSVG draws one panel per series over elapsed time, with the warm-up
-// marked and the baseline and last windows shaded, as a self-contained SVG.
 // titleOpen and titleClose surround the title writeSVG draws.
 const (
 	titleOpen  = `font-size="14" font-weight="bold">`
@@ -105,12 +103,14 @@ func svgTitle(svg []byte) (string, bool) {
 		return "", false
 	}
 	t, _, ok := strings.Cut(rest, titleClose)
-	if !ok || strings.Contains(t, "\n") {
+	if !ok {
 		return "", false
 	}
 	return html.UnescapeString(t), true
 }
 
+// writeSVG draws one panel per series over elapsed time, with the warm-up
+// marked and the baseline and last windows shaded, as a self-contained SVG.
 func writeSVG(out io.Writer, title string, samples []Sample, w Windows) error {
 	height := headerH + len(panels)*panelHeight
 	var b strings.Builder
