@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/riffdb/riffdb/archive"
 )
@@ -187,11 +189,17 @@ func TestHistoryBehindArchive(t *testing.T) {
 }
 
 // TestFloorFileDamage: a lost floor file is written again (it only marks
-// and bounds); a damaged one stops the archive; an older copy is still a
-// true lower bound.
+// and bounds), with a warning; a damaged one stops the archive; an older
+// copy is still a true lower bound.
 func TestFloorFileDamage(t *testing.T) {
 	ctx := context.Background()
 	dir, opts := filledArchive(t, 5)
+	core, logs := observer.New(zap.WarnLevel)
+	opts.Logger = zap.New(core)
+	// A new archive writes its first floor file without a warning.
+	fresh, err := archive.Open(ctx, privateDir(t), opts)
+	must(t, err)
+	must(t, fresh.Close())
 	floor := filepath.Join(dir, archive.StoreDirName, archive.FloorFileName)
 	old, err := os.ReadFile(floor)
 	must(t, err)
@@ -208,6 +216,9 @@ func TestFloorFileDamage(t *testing.T) {
 	s, err = archive.Open(ctx, dir, opts)
 	must(t, err)
 	must(t, s.Close())
+	if n := logs.Len(); n != 0 {
+		t.Fatalf("%d warnings with the floor file in place: %v", n, logs.All())
+	}
 
 	must(t, os.Remove(floor))
 	s, err = archive.Open(ctx, dir, opts)
@@ -218,6 +229,10 @@ func TestFloorFileDamage(t *testing.T) {
 	must(t, s.Close())
 	if _, err := os.Stat(floor); err != nil {
 		t.Fatalf("the floor file was not written again: %v", err)
+	}
+	warned := logs.FilterMessageSnippet("floor file was missing").All()
+	if len(warned) != 1 || warned[0].ContextMap()["records"] != int64(8) {
+		t.Fatalf("warnings after the floor file was lost: %v", logs.All())
 	}
 
 	b, err := os.ReadFile(floor)

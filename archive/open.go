@@ -320,7 +320,7 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 		_ = s.closeDB()
 		return false, err
 	}
-	if err := s.checkAnchors(ctx, opts); err != nil {
+	if err := s.checkAnchors(ctx, opts, create); err != nil {
 		_ = s.closeDB()
 		return false, err
 	}
@@ -333,8 +333,11 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 
 // checkAnchors compares the validated accounting with the lower bounds kept
 // outside the archive's log (floor.go), and writes the floor file when it is
-// missing (a new archive, or one created before floor files existed).
-func (s *Store) checkAnchors(ctx context.Context, opts Options) error {
+// missing: a new archive, or one whose floor file was lost (or that was
+// created before floor files existed). The second is logged: the archive
+// itself passed validation and the primary's anchor, so nothing is lost,
+// but an operator should know that a file of the store went missing.
+func (s *Store) checkAnchors(ctx context.Context, opts Options, created bool) error {
 	id, floor, ok, err := readFloor(s.fs, s.storeDir)
 	if err != nil {
 		return err
@@ -356,6 +359,10 @@ func (s *Store) checkAnchors(ctx context.Context, opts Options) error {
 		}
 	}
 	if !ok {
+		if !created {
+			s.log.Warn("the archive's floor file was missing; writing it again from the validated accounting",
+				zap.String("file", FloorFileName), zap.Int64("records", s.acct.Records))
+		}
 		return writeFloor(s.fs, s.storeDir, s.binding, s.acct)
 	}
 	return nil
