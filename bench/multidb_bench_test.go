@@ -55,6 +55,14 @@ const rawSlice = time.Second
 //     stopped: pebble_vs_raw is how much of N raw writers one synced
 //     commit at a time per store reaches on its own, delivered_vs_pebble
 //     how much of that riffdb's delivery keeps.
+//   - the spec's limit: N bare primaries and N bare archives running only
+//     the synced steps the spec sets per run of 16 events (specChains: a
+//     synced claim, then 16 synced archive commits one after another, then
+//     an unsynced completion), before and after the server, as above:
+//     spec_chain_vs_raw is how much of N raw writers a worker keeping to
+//     the spec could reach with no work of its own, delivered_vs_spec_chain
+//     how much of that riffdb's delivery keeps; spec_chain_cpu_us/event is
+//     its CPU time per event, next to cpu_us/event.
 //   - commits: commandClients clients per database send one-event commands
 //     over HTTP for commitSlice; commits/s is summed over the databases
 //     (delivery runs meanwhile, as in production). *_cpu_util is the
@@ -90,9 +98,9 @@ func benchMultiDB(b *testing.B, n int) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	goProcs, _ := procs.Set(n)
 	perDB := multiDBEvents(n)
-	var rawOps, bareOps, delivered, commits int
-	var rawTime, bareTime, drainTime, commitTime time.Duration
-	var drainCPU, commitCPU cpuMeter
+	var rawOps, bareOps, chainOps, delivered, commits int
+	var rawTime, bareTime, chainTime, drainTime, commitTime time.Duration
+	var drainCPU, commitCPU, chainCPU cpuMeter
 	var primarySyncs, archiveSyncs float64
 	var usage diskUsage
 	var data int64
@@ -104,6 +112,8 @@ func benchMultiDB(b *testing.B, n int) {
 		rawOps, rawTime = rawOps+ops, rawTime+el
 		ops, el = barePebble(b, in.root, n, rawSlice)
 		bareOps, bareTime = bareOps+ops, bareTime+el
+		ops, el = specChain(b, in.root, n, rawSlice, &chainCPU)
+		chainOps, chainTime = chainOps+ops, chainTime+el
 		s := in.open(b)
 		b.StartTimer()
 		drainCPU.start(b)
@@ -151,6 +161,8 @@ func benchMultiDB(b *testing.B, n int) {
 		}
 		ops, el = barePebble(b, in.root, n, rawSlice)
 		bareOps, bareTime = bareOps+ops, bareTime+el
+		ops, el = specChain(b, in.root, n, rawSlice, &chainCPU)
+		chainOps, chainTime = chainOps+ops, chainTime+el
 		b.StartTimer()
 	}
 	cores := float64(runtime.NumCPU())
@@ -164,6 +176,12 @@ func benchMultiDB(b *testing.B, n int) {
 	b.ReportMetric(bare, "pebble_events/s")
 	b.ReportMetric(bare/raw, "pebble_vs_raw")
 	b.ReportMetric(rate/bare, "delivered_vs_pebble")
+	chain := float64(chainOps) / chainTime.Seconds()
+	b.ReportMetric(chain, "spec_chain_events/s")
+	b.ReportMetric(chain/raw, "spec_chain_vs_raw")
+	b.ReportMetric(rate/chain, "delivered_vs_spec_chain")
+	b.ReportMetric(float64(chainCPU.procSum.Microseconds())/float64(chainOps), "spec_chain_cpu_us/event")
+	b.ReportMetric(chainCPU.machine(), "spec_chain_machine_cpu_util")
 	b.ReportMetric(drainCPU.procSum.Seconds()/drainTime.Seconds()/cores, "delivery_cpu_util")
 	b.ReportMetric(drainCPU.machine(), "delivery_machine_cpu_util")
 	b.ReportMetric(float64(drainCPU.procSum.Microseconds())/float64(delivered), "cpu_us/event")

@@ -11,10 +11,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/bench"
 	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/outbox"
 )
 
 // BenchmarkParallelSync measures, for n = 1, 4, 16 and 32 independent
@@ -186,4 +188,122 @@ func barePebble(tb testing.TB, dir string, n int, d time.Duration) (int, time.Du
 		tb.Fatal(err)
 	}
 	return ops, elapsed
+}
+
+// specChains returns a Workload.Run in which one goroutine per database runs
+// the synced steps the spec sets for delivering its events, and nothing
+// else: for each run of outbox.MaxRun events, one synced commit of MaxRun
+// small Sets on the database's primary store (the claim), then MaxRun
+// synced 1,100-byte Sets on its archive store, one after another (each
+// event's own archive transaction), then one unsynced commit of MaxRun
+// small Sets on the primary (the completion, made durable by the next
+// claim's sync). The count is in events. It is the chain a worker cannot
+// shorten while it keeps to the spec, without the worker's own work: the
+// bound delivery is held against.
+func specChains(primaries, archives []*pebble.DB) func(d time.Duration) (int, error) {
+	value := make([]byte, 1100)
+	var key atomic.Uint64
+	runs := perStream(len(archives), func(i int) error {
+		first := key.Add(outbox.MaxRun) - outbox.MaxRun
+		if err := intentBatch(primaries[i], first, pebble.Sync); err != nil { // the claim
+			return err
+		}
+		for k := range uint64(outbox.MaxRun) {
+			if err := archives[i].Set(fmt.Appendf(nil, "k%016d", first+k), value, pebble.Sync); err != nil {
+				return err
+			}
+		}
+		return intentBatch(primaries[i], first, pebble.NoSync) // the completion
+	})
+	return func(d time.Duration) (int, error) {
+		n, err := runs(d)
+		return n * outbox.MaxRun, err
+	}
+}
+
+// intentBatch commits one batch of outbox.MaxRun 80-byte Sets (about an
+// intent record each) under the keys of events first, first+1, ...
+func intentBatch(db *pebble.DB, first uint64, opts *pebble.WriteOptions) error {
+	b := db.NewBatch()
+	defer b.Close()
+	intent := make([]byte, 80)
+	for k := range uint64(outbox.MaxRun) {
+		if err := b.Set(fmt.Appendf(nil, "i%016d", first+k), intent, nil); err != nil {
+			return err
+		}
+	}
+	return b.Commit(opts)
+}
+
+// specChain opens n bare primaries and n bare archives (openBareStores) in
+// a new directory under dir, runs specChains for about d with cpu measuring
+// it, removes them, and returns the events delivered and the elapsed time.
+func specChain(tb testing.TB, dir string, n int, d time.Duration, cpu *cpuMeter) (int, time.Duration) {
+	tb.Helper()
+	sub, err := os.MkdirTemp(dir, "chain-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer os.RemoveAll(sub)
+	primaries := openBareStores(tb, filepath.Join(sub, "primary"), n)
+	defer closeBareStores(tb, primaries)
+	archives := openBareStores(tb, filepath.Join(sub, "archive"), n)
+	defer closeBareStores(tb, archives)
+	cpu.start(tb)
+	start := time.Now()
+	ops, err := specChains(primaries, archives)(d)
+	elapsed := time.Since(start)
+	cpu.stop(tb)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ops, elapsed
+}
+
+// TestSpecChainsRunTheSpecsSyncedSteps checks specChains' count against the
+// stores: every counted event is one archive record, each run of 16 one
+// synced claim, and the archive's WAL was synced once per event.
+func TestSpecChainsRunTheSpecsSyncedSteps(t *testing.T) {
+	dir := t.TempDir()
+	primaries := openBareStores(t, filepath.Join(dir, "primary"), 2)
+	defer closeBareStores(t, primaries)
+	archives := openBareStores(t, filepath.Join(dir, "archive"), 2)
+	defer closeBareStores(t, archives)
+	syncs := func(dbs []*pebble.DB) (n uint64) {
+		for _, db := range dbs {
+			var m dto.Metric
+			if err := db.Metrics().LogWriter.FsyncLatency.Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			n += m.GetHistogram().GetSampleCount()
+		}
+		return n
+	}
+	a0, p0 := syncs(archives), syncs(primaries)
+	events, err := specChains(primaries, archives)(50 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if events == 0 || events%outbox.MaxRun != 0 {
+		t.Fatalf("counted %d events, want a positive multiple of %d", events, outbox.MaxRun)
+	}
+	records := 0
+	for _, db := range archives {
+		it, err := db.NewIter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it.First(); it.Valid(); it.Next() {
+			records++
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if records != events {
+		t.Fatalf("archives hold %d records after %d counted events", records, events)
+	}
+	if a, p := syncs(archives)-a0, syncs(primaries)-p0; a < uint64(events) || p < uint64(events/outbox.MaxRun) {
+		t.Fatalf("%d archive and %d primary WAL syncs for %d events", a, p, events)
+	}
 }

@@ -19,8 +19,11 @@
 #     of it fsync   the primaries' WAL fdatasync (claims, completions)
 #   worker          the rest: the worker's own work between those waits
 # next to the same run's baselines: one raw writer's period
-# (N / raw events/s) and one bare Pebble store's synced commit
-# (N / pebble events/s). The tracer adds its own cost: the rates here are
+# (N / raw events/s), one bare Pebble store's synced commit
+# (N / pebble events/s), and the spec's chain per event with nothing of the
+# worker's own (N / spec_chain events/s: bare stores running only the
+# synced claim per run of 16 and each event's synced archive commit, see
+# specChains in bench/). The tracer adds its own cost: the rates here are
 # a little lower than without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,8 +57,8 @@ node() {
 	"$GO" tool pprof -top "$@" "$profile" 2>/dev/null | awk -v fn="$fn" '$6 == fn {print $4}' | in_seconds
 }
 
-printf '%-4s %9s %9s %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s\n' \
-	run deliv/s raw/s pebble/s ratio chain arch_txn fsync claim fsync worker raw_per pebble
+printf '%-4s %9s %9s %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s %8s %7s\n' \
+	run deliv/s raw/s pebble/s ratio chain arch_txn fsync claim fsync worker raw_per pebble spec spec/raw
 for i in $(seq 1 "$RUNS"); do
 	d=$work/r$i
 	mkdir -p "$d"
@@ -68,6 +71,7 @@ for i in $(seq 1 "$RUNS"); do
 	del=$(metric delivered_events/s)
 	raw=$(metric raw_events/s)
 	peb=$(metric pebble_events/s)
+	spec=$(metric spec_chain_events/s)
 	"$GO" tool trace -pprof=sync "$d/drain-n$N.trace" >"$d/sync.pprof"
 	"$GO" tool trace -pprof=syscall "$d/drain-n$N.trace" >"$d/syscall.pprof"
 	focus='outbox.\(\*pass\).claimAndDeliver'
@@ -78,12 +82,12 @@ for i in $(seq 1 "$RUNS"); do
 	afs=$(seconds "$d/syscall.pprof" -focus='errorfs.\(\*errorFile\).SyncData')
 	pfs=$(seconds "$d/syscall.pprof" -focus='unix.Fdatasync' -ignore=errorfs)
 	events=$(($(metric events/db) * N))
-	awk -v i="$i" -v n="$N" -v ev="$events" -v del="$del" -v raw="$raw" -v peb="$peb" \
+	awk -v i="$i" -v n="$N" -v ev="$events" -v del="$del" -v raw="$raw" -v peb="$peb" -v spec="$spec" \
 		-v txn="${txn:-0}" -v claim="${claim:-0}" -v afs="${afs:-0}" -v pfs="${pfs:-0}" 'BEGIN {
 		us = 1e6 / ev
 		chain = n / del * 1e6
-		printf "%-4s %9.0f %9.0f %9.0f %7.2f | %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f\n", i, del, raw, peb, del / raw,
-			chain, txn * us, afs * us, claim * us, pfs * us, chain - (txn + claim) * us, n / raw * 1e6, n / peb * 1e6
+		printf "%-4s %9.0f %9.0f %9.0f %7.2f | %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f %8.0f %7.2f\n", i, del, raw, peb, del / raw,
+			chain, txn * us, afs * us, claim * us, pfs * us, chain - (txn + claim) * us, n / raw * 1e6, n / peb * 1e6, n / spec * 1e6, spec / raw
 	}'
 done
-echo "(per event and database, µs; ratio is delivered / raw, the target's)"
+echo "(per event and database, µs; ratio is delivered / raw, the target's; spec/raw the spec's chain's)"
