@@ -68,6 +68,15 @@ func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_
 		if fresh, err = existence.NeverCommitted(vfsys, dir); err != nil {
 			return nil, nil, false, floor, fmt.Errorf("primary: read the database directory: %w", pathless.Error(err))
 		}
+		if !fresh {
+			// The store held commits, so riffdb wrote its marker once: the
+			// file was lost. The store opens as it is (Pebble's own markers
+			// still decide whether it exists), without the marker's checks
+			// of the manifest and of the last commit, and Open writes the
+			// marker again; an operator should know that a file went missing.
+			log.Warn("the database's creation marker was missing; opening the existing store without its checks and writing it again",
+				zap.String("file", createdMarkerName))
+		}
 	}
 	if fresh {
 		names, err := vfsys.List(dir)

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -121,12 +124,27 @@ func TestLostCreationMarkerKeepsTheStore(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	core, logs := observer.New(zap.WarnLevel)
+	opts.Logger = zap.New(core)
+	db, err = primary.Open(context.Background(), opts) // the marker in place: no warning
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("warnings with the marker in place: %v", logs.All())
+	}
 	removeGlob(t, opts.Path, "riffdb-created")
 	db, err = primary.Open(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	if w := logs.FilterMessageSnippet("creation marker was missing").Len(); w != 1 {
+		t.Fatalf("warnings after the marker was lost: %v", logs.All())
+	}
 	if db.Identity() != id || db.LastCommitSequence() != last {
 		t.Fatalf("reopened as %s at %d, want %s at %d", db.Identity(), db.LastCommitSequence(), id, last)
 	}
