@@ -168,22 +168,42 @@ func bareCommits(stores []*pebble.DB) func(d time.Duration) (int, error) {
 	})
 }
 
-// barePebble opens n bare stores in a new directory under dir (see
-// openBareStores), runs bareCommits for about d, removes them, and returns
-// the commits completed and the elapsed time: what n stores reach with one
-// synced Pebble commit at a time each, on the same disk.
+// barePebble runs bareCommits on n bare stores (timeBare) for about d and
+// returns the commits completed and the elapsed time: what n stores reach
+// with one synced Pebble commit at a time each, on the same disk.
 func barePebble(tb testing.TB, dir string, n int, d time.Duration) (int, time.Duration) {
+	return timeBare(tb, dir, "bare-", n, 1, d, nil, func(sets [][]*pebble.DB) func(time.Duration) (int, error) {
+		return bareCommits(sets[0])
+	})
+}
+
+// timeBare opens sets groups of n bare stores (openBareStores) in a new
+// directory under dir, runs the workload run makes of them for about d,
+// measured by cpu unless it is nil, closes and removes them, and returns
+// the workload's count and the elapsed time.
+func timeBare(tb testing.TB, dir, prefix string, n, sets int, d time.Duration, cpu *cpuMeter,
+	run func(sets [][]*pebble.DB) func(time.Duration) (int, error)) (int, time.Duration) {
 	tb.Helper()
-	sub, err := os.MkdirTemp(dir, "bare-")
+	sub, err := os.MkdirTemp(dir, prefix)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer os.RemoveAll(sub)
-	stores := openBareStores(tb, sub, n)
-	defer closeBareStores(tb, stores)
+	stores := make([][]*pebble.DB, sets)
+	for i := range stores {
+		stores[i] = openBareStores(tb, filepath.Join(sub, fmt.Sprintf("set-%d", i)), n)
+		defer closeBareStores(tb, stores[i])
+	}
+	workload := run(stores)
+	if cpu != nil {
+		cpu.start(tb)
+	}
 	start := time.Now()
-	ops, err := bareCommits(stores)(d)
+	ops, err := workload(d)
 	elapsed := time.Since(start)
+	if cpu != nil {
+		cpu.stop(tb)
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -235,29 +255,13 @@ func intentBatch(db *pebble.DB, first uint64, opts *pebble.WriteOptions) error {
 	return b.Commit(opts)
 }
 
-// specChain opens n bare primaries and n bare archives (openBareStores) in
-// a new directory under dir, runs specChains for about d with cpu measuring
-// it, removes them, and returns the events delivered and the elapsed time.
+// specChain runs specChains on n bare primaries and n bare archives
+// (timeBare) for about d with cpu measuring it, and returns the events
+// delivered and the elapsed time.
 func specChain(tb testing.TB, dir string, n int, d time.Duration, cpu *cpuMeter) (int, time.Duration) {
-	tb.Helper()
-	sub, err := os.MkdirTemp(dir, "chain-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer os.RemoveAll(sub)
-	primaries := openBareStores(tb, filepath.Join(sub, "primary"), n)
-	defer closeBareStores(tb, primaries)
-	archives := openBareStores(tb, filepath.Join(sub, "archive"), n)
-	defer closeBareStores(tb, archives)
-	cpu.start(tb)
-	start := time.Now()
-	ops, err := specChains(primaries, archives)(d)
-	elapsed := time.Since(start)
-	cpu.stop(tb)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return ops, elapsed
+	return timeBare(tb, dir, "chain-", n, 2, d, cpu, func(sets [][]*pebble.DB) func(time.Duration) (int, error) {
+		return specChains(sets[0], sets[1])
+	})
 }
 
 // TestSpecChainsRunTheSpecsSyncedSteps checks specChains' count against the
