@@ -10,7 +10,10 @@
 // what a store does then (fail closed, map the error) stays its own.
 package goexit
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"sync"
+)
 
 // Outcome is how a function run by Go or Run ended.
 type Outcome struct {
@@ -31,24 +34,83 @@ type Outcome struct {
 // reported in the Outcome, never left to end the process.
 func Go(fn func() error) <-chan Outcome {
 	done := make(chan Outcome, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if returned {
-				return
-			}
-			o := Outcome{Panic: recover()}
-			if o.Panic != nil {
-				o.Stack = debug.Stack()
-			}
-			done <- o
-		}()
-		err := fn()
-		returned = true
-		done <- Outcome{Returned: true, Err: err}
-	}()
+	go call(fn, done)
 	return done
 }
+
+// call runs fn and sends its Outcome on done; it returns whether fn
+// returned. After runtime.Goexit in fn it does not return: the goroutine
+// ends once the Outcome is sent.
+func call(fn func() error, done chan<- Outcome) (returned bool) {
+	defer func() {
+		if returned {
+			return
+		}
+		o := Outcome{Panic: recover()}
+		if o.Panic != nil {
+			o.Stack = debug.Stack()
+		}
+		done <- o
+	}()
+	err := fn()
+	returned = true
+	done <- Outcome{Returned: true, Err: err}
+	return true
+}
+
+// Runner is Go on goroutines kept between calls. A call handed to an idle
+// goroutine of the Runner neither starts a goroutine nor grows a new one's
+// stack: a Pebble commit grows a fresh goroutine's stack from its first
+// size several times over, and on a delivery's path that copying cost about
+// 5 % of the CPU (docs/benchmarks.md). A call that finds no goroutine idle
+// (one still runs an earlier call, say one its caller stopped waiting for)
+// starts one, which the Runner keeps too. A goroutine whose function did
+// not return (runtime.Goexit, a panic) ends, as with Go. The zero Runner is
+// not usable; make one with NewRunner, and Close it to end the idle
+// goroutines.
+type Runner struct {
+	work chan job
+	stop chan struct{}
+	once sync.Once
+}
+
+type job struct {
+	fn   func() error
+	done chan Outcome
+}
+
+// NewRunner returns a Runner with no goroutine yet.
+func NewRunner() *Runner {
+	return &Runner{work: make(chan job), stop: make(chan struct{})}
+}
+
+// Go runs fn as the package's Go does, on an idle goroutine of r when there
+// is one. After Close it still runs fn, each call on a goroutine of its own.
+func (r *Runner) Go(fn func() error) <-chan Outcome {
+	j := job{fn: fn, done: make(chan Outcome, 1)}
+	select {
+	case r.work <- j: // an idle goroutine took it
+	default:
+		go r.serve(j)
+	}
+	return j.done
+}
+
+// serve runs j, then every call handed to it while idle, until Close or a
+// call that did not return.
+func (r *Runner) serve(j job) {
+	for call(j.fn, j.done) {
+		select {
+		case j = <-r.work:
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// Close ends the idle goroutines, and each busy one once its call ends. It
+// does not wait for them.
+func (r *Runner) Close() { r.once.Do(func() { close(r.stop) }) }
 
 // Run is Go, waiting for the Outcome.
 func Run(fn func() error) Outcome { return <-Go(fn) }
