@@ -13,6 +13,7 @@ import (
 
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/goexit"
 )
 
 // Outcome is the result of a successful Accept.
@@ -101,6 +102,9 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
+	if s.txns == nil {
+		s.txns = goexit.NewRunner()
+	}
 	rk := recordKey(key)
 	var (
 		acct       = s.acct
@@ -119,7 +123,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	// 32-database delivery (docs/benchmarks.md).
 	lookup := bytes.Compare(rk, s.last) <= 0
 	// One storage call: read the key, decide, and write.
-	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", new(txnPhase), func(phase *txnPhase) error {
+	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", new(txnPhase), s.txns, func(phase *txnPhase) error {
 		var existing []byte
 		if lookup {
 			var err error

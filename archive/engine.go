@@ -136,7 +136,7 @@ func guarded(ctx context.Context, st *engineState, timeout time.Duration, op str
 		phase = new(txnPhase)
 		phase.v.Store(phaseWriting)
 	}
-	return guardedTxn(ctx, st, timeout, op, phase, func(*txnPhase) error { return fn() })
+	return guardedTxn(ctx, st, timeout, op, phase, nil, func(*txnPhase) error { return fn() })
 }
 
 // txnPhase is the phase of a guarded transaction, shared by guardedTxn and
@@ -166,12 +166,17 @@ func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseA
 // without writing when it fails. ctx ending while fn is still reading aborts
 // the phase and waits for fn; ctx ending once fn is writing abandons the
 // call (and marks the store unusable, the write's outcome being unknown).
-// A nil phase means a read-only call.
-func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, fn func(phase *txnPhase) error) error {
+// A nil phase means a read-only call. fn runs on an idle goroutine of on,
+// or on a goroutine of its own when on is nil.
+func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, on *goexit.Runner, fn func(phase *txnPhase) error) error {
 	if err := st.err(); err != nil {
 		return err
 	}
-	done := goexit.Go(func() error { return fn(phase) })
+	run := goexit.Go
+	if on != nil {
+		run = on.Go
+	}
+	done := run(func() error { return fn(phase) })
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var ctxDone <-chan struct{}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/goexit"
 )
 
 // core is what a Store and an offline inspection share: an open Pebble
@@ -70,7 +71,7 @@ type Store struct {
 	inst      *instanceFS
 	abandoned bool
 
-	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv and last
+	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv, last and txns
 	acct accounting
 	// free is the free-space guard's last measurement (checkFreeSpace).
 	free freeSpace
@@ -84,6 +85,10 @@ type Store struct {
 	// Open and raised by every Accept that stores a record: a key beyond it
 	// cannot be in the store, so Accept does not look it up (accept.go).
 	last []byte
+	// txns runs Accept's transactions on kept goroutines (goexit.Runner:
+	// no new goroutine, and no stack growth, per event); made by the
+	// first Accept, closed by Close.
+	txns *goexit.Runner
 	// ckptMu serializes Checkpoint calls (Close's final one included).
 	ckptMu sync.Mutex
 	// ckptRecords and ckptBytes mirror ckpt.acct for CheckpointDue.
@@ -197,6 +202,9 @@ func (s *Store) Close() error {
 	}
 	err := s.closeDB()
 	s.shut = true
+	if s.txns != nil {
+		s.txns.Close()
+	}
 	if err == nil && s.st.err() == nil && s.db != nil && !s.abandoned {
 		// A clean close raises the floor to the accounting every accepted
 		// record is durable under (floor.go). After a failure the floor
