@@ -602,3 +602,57 @@ func TestHelperTryLock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenPathAgreesWithTheWalk: the one-call open of the audit's path
+// (openat2, RESOLVE_NO_SYMLINKS) opens what the walk from "/" opens, and
+// refuses, with the walk's own error, what the walk refuses: a symbolic
+// link as the last or an intermediate component (to a directory, so that
+// following it would succeed), a regular file as a component, a missing
+// component.
+func TestOpenPathAgreesWithTheWalk(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	dir := filepath.Join(base, "a", "outbox")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, filepath.Join(base, "last")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "a"), filepath.Join(base, "mid")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(base, "plain"), 0o600)
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{dir, true},
+		{filepath.Join(base, "a") + "/./outbox/", true},
+		{filepath.Join(base, "last"), false},
+		{filepath.Join(base, "mid", "outbox"), false},
+		{filepath.Join(base, "plain", "outbox"), false},
+		{filepath.Join(base, "missing", "outbox"), false},
+	} {
+		fast, ferr := openPath(tc.path)
+		walked, werr := walkPath(tc.path)
+		if (ferr == nil) != tc.ok || (werr == nil) != tc.ok {
+			t.Fatalf("%s: openPath error %v, walk error %v, want success %v", tc.path, ferr, werr, tc.ok)
+		}
+		if !tc.ok {
+			if ferr.Error() != werr.Error() {
+				t.Fatalf("%s: openPath error %q, walk error %q", tc.path, ferr, werr)
+			}
+			continue
+		}
+		var a, b unix.Stat_t
+		if err := errors.Join(unix.Fstat(fast, &a), unix.Fstat(walked, &b)); err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fast)
+		unix.Close(walked)
+		if a.Dev != b.Dev || a.Ino != b.Ino {
+			t.Fatalf("%s: openPath and the walk opened different directories", tc.path)
+		}
+	}
+}
