@@ -18,6 +18,14 @@
 #   claim           the worker waiting for its claim (primary.Claim)
 #     of it fsync   the primaries' WAL fdatasync (claims, completions)
 #   worker          the rest: the worker's own work between those waits
+#   sched           every goroutine's wait for a CPU once runnable (the
+#                   trace's scheduler latency), all goroutines summed, per
+#                   event: the handoffs along the chain (worker → the
+#                   transaction's goroutine → Pebble's WAL flusher and back)
+#                   and the background's
+#     of it riffdb  the part the worker and its transaction goroutine wake
+#                   each other for (goexit: Runner.Go, and the outcome sent
+#                   back)
 # next to the same run's baselines: one raw writer's period
 # (N / raw events/s), one bare Pebble store's synced commit
 # (N / pebble events/s), and the spec's chain per event with nothing of the
@@ -57,8 +65,8 @@ node() {
 	"$GO" tool pprof -top "$@" "$profile" 2>/dev/null | awk -v fn="$fn" '$6 == fn {print $4}' | in_seconds
 }
 
-printf '%-4s %9s %9s %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s %8s %7s\n' \
-	run deliv/s raw/s pebble/s ratio chain arch_txn fsync claim fsync worker raw_per pebble spec spec/raw
+printf '%-4s %9s %9s %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s | %8s %8s %8s %7s\n' \
+	run deliv/s raw/s pebble/s ratio chain arch_txn fsync claim fsync worker sched riffdb raw_per pebble spec spec/raw
 for i in $(seq 1 "$RUNS"); do
 	d=$work/r$i
 	mkdir -p "$d"
@@ -74,6 +82,7 @@ for i in $(seq 1 "$RUNS"); do
 	spec=$(metric spec_chain_events/s)
 	"$GO" tool trace -pprof=sync "$d/drain-n$N.trace" >"$d/sync.pprof"
 	"$GO" tool trace -pprof=syscall "$d/drain-n$N.trace" >"$d/syscall.pprof"
+	"$GO" tool trace -pprof=sched "$d/drain-n$N.trace" >"$d/sched.pprof"
 	focus='outbox.\(\*pass\).claimAndDeliver'
 	txn=$(node "$d/sync.pprof" github.com/riffdb/riffdb/archive.guardedTxn -focus="$focus")
 	claim=$(node "$d/sync.pprof" 'github.com/riffdb/riffdb/primary.(*DB).Claim' -focus="$focus")
@@ -81,13 +90,19 @@ for i in $(seq 1 "$RUNS"); do
 	# primary does not.
 	afs=$(seconds "$d/syscall.pprof" -focus='errorfs.\(\*errorFile\).SyncData')
 	pfs=$(seconds "$d/syscall.pprof" -focus='unix.Fdatasync' -ignore=errorfs)
+	sched=$(seconds "$d/sched.pprof")
+	wake=$(node "$d/sched.pprof" 'github.com/riffdb/riffdb/internal/goexit.(*Runner).Go')
+	back=$(node "$d/sched.pprof" runtime.chansend1 -focus='goexit\.call')
+	handoff=$(awk -v a="${wake:-0}" -v b="${back:-0}" 'BEGIN {print a + b}')
 	events=$(($(metric events/db) * N))
 	awk -v i="$i" -v n="$N" -v ev="$events" -v del="$del" -v raw="$raw" -v peb="$peb" -v spec="$spec" \
-		-v txn="${txn:-0}" -v claim="${claim:-0}" -v afs="${afs:-0}" -v pfs="${pfs:-0}" 'BEGIN {
+		-v txn="${txn:-0}" -v claim="${claim:-0}" -v afs="${afs:-0}" -v pfs="${pfs:-0}" \
+		-v sched="${sched:-0}" -v handoff="${handoff:-0}" 'BEGIN {
 		us = 1e6 / ev
 		chain = n / del * 1e6
-		printf "%-4s %9.0f %9.0f %9.0f %7.2f | %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f %8.0f %7.2f\n", i, del, raw, peb, del / raw,
-			chain, txn * us, afs * us, claim * us, pfs * us, chain - (txn + claim) * us, n / raw * 1e6, n / peb * 1e6, n / spec * 1e6, spec / raw
+		printf "%-4s %9.0f %9.0f %9.0f %7.2f | %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f | %8.1f %8.1f | %8.0f %8.0f %8.0f %7.2f\n", i, del, raw, peb, del / raw,
+			chain, txn * us, afs * us, claim * us, pfs * us, chain - (txn + claim) * us, sched * 1e6 / ev, handoff * 1e6 / ev,
+			n / raw * 1e6, n / peb * 1e6, n / spec * 1e6, spec / raw
 	}'
 done
-echo "(per event and database, µs; ratio is delivered / raw, the target's; spec/raw the spec's chain's)"
+echo "(per event and database, µs, but sched and riffdb per event; ratio is delivered / raw, the target's; spec/raw the spec's chain's)"
