@@ -597,6 +597,9 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 		return cw.Write(s)
 	}
 	serr := sampleEvery(ctx, start, o.interval, o.duration, take)
+	if err := cw.Close(); err != nil && serr == nil {
+		serr = err
+	}
 	if serr != nil {
 		cancel(serr)
 	}

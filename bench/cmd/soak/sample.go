@@ -123,12 +123,17 @@ const lagColumnPrefix = "lag_le_"
 
 // csvWriter writes samples as CSV, one row per sample, flushed at once so
 // that an interrupted soak keeps every row written so far. The bucket
-// columns are fixed by the first sample that has lag buckets, or by the
-// bounds given.
+// columns are fixed by the bounds given or, without them, by the first
+// sample that has lag buckets: a soak with -rate starts on a server that
+// has delivered nothing, so the first scrape has no lag histogram, and the
+// rows before the first delivery are held until its buckets are known
+// (before 2026-12-04 such a CSV had no bucket columns, and -from-csv could
+// not compute its p99 target).
 type csvWriter struct {
 	w      *csv.Writer
 	bounds []float64
 	wrote  bool
+	held   []Sample // rows waiting for the bucket columns
 }
 
 func newCSVWriter(w io.Writer, bounds []float64) *csvWriter {
@@ -149,8 +154,40 @@ func cell(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// Write writes s (and the header before the first row).
+// Write writes s (and the header before the first row). Without bounds, a
+// sample without lag buckets is held until one with them, or Close.
 func (c *csvWriter) Write(s Sample) error {
+	if !c.wrote && len(c.bounds) == 0 {
+		if s.Lag == nil || len(s.Lag.bounds()) == 0 {
+			c.held = append(c.held, s)
+			return nil
+		}
+		c.bounds = s.Lag.bounds()
+	}
+	held := c.held
+	c.held = nil
+	for _, h := range held {
+		if err := c.write(h); err != nil {
+			return err
+		}
+	}
+	return c.write(s)
+}
+
+// Close writes the rows still held (a soak in which nothing was delivered),
+// without bucket columns.
+func (c *csvWriter) Close() error {
+	held := c.held
+	c.held = nil
+	for _, h := range held {
+		if err := c.write(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *csvWriter) write(s Sample) error {
 	if !c.wrote {
 		head := slices.Clone(fixedColumns)
 		for _, b := range c.bounds {

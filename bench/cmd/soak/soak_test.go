@@ -162,6 +162,65 @@ func steadyLag(float64) histogram {
 	return histogram{0.001: 50, 0.01: 99, 0.1: 100, math.Inf(1): 100}
 }
 
+// TestCSVHoldsRowsUntilTheFirstLag: a soak with -rate starts on a server
+// that has delivered nothing, so the writer has no bounds; the bucket
+// columns come from the first sample with lag buckets, and the p99 target
+// computed from the CSV is the one computed from the samples.
+func TestCSVHoldsRowsUntilTheFirstLag(t *testing.T) {
+	samples := synthetic(2*time.Minute, flat(100<<20), flat(50), flat(20), func(x float64) histogram {
+		return histogram{0.001: 50, 0.01: 90 + x/20, 0.1: 100, math.Inf(1): 100}
+	})
+	samples[1].Lag = nil // no delivery yet at 10 s either
+	var buf bytes.Buffer
+	w := newCSVWriter(&buf, nil)
+	for i, s := range samples {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 && buf.Len() != 0 {
+			t.Fatalf("wrote before the first sample with lag buckets:\n%s", buf.String())
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(buf.String(), "\n")
+	if !strings.Contains(head, ",lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,") {
+		t.Fatalf("no bucket columns in the header %q", head)
+	}
+	got, err := readCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(samples) {
+		t.Fatalf("%d samples read, %d written", len(got), len(samples))
+	}
+	for i := range samples {
+		if got[i].Elapsed != samples[i].Elapsed || (got[i].Lag == nil) != (samples[i].Lag == nil) {
+			t.Fatalf("sample %d: wrote %+v, read %+v", i, samples[i], got[i])
+		}
+	}
+	want, read := p99Target(samples, windowsFor(2*time.Minute)), p99Target(got, windowsFor(2*time.Minute))
+	if math.IsNaN(want.Value) || math.IsNaN(want.Baseline) || want.Value != read.Value || want.Baseline != read.Baseline {
+		t.Fatalf("p99 from the samples %v (baseline %v), from the CSV %v (baseline %v)", want.Value, want.Baseline, read.Value, read.Baseline)
+	}
+
+	// Nothing delivered at all: Close writes the rows, without buckets.
+	buf.Reset()
+	w = newCSVWriter(&buf, nil)
+	for _, s := range samples[:2] {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readCSV(&buf); err != nil || len(got) != 2 {
+		t.Fatalf("read %d samples, %v; want 2", len(got), err)
+	}
+}
+
 func TestCSVRoundTrip(t *testing.T) {
 	samples := synthetic(time.Minute, flat(100<<20), flat(50), flat(20), steadyLag)
 	samples[2].Goroutines = math.NaN() // a failed scrape
