@@ -20,7 +20,10 @@
 // member whose lease passed before it is reached renews its lease first.
 // Accepted members are completed up to 16 per primary transaction, flushed at
 // the bound, at page end, or before ordinary failure handling. Nothing waits to
-// fill a group. A completion is applied without its own fsync: the next claim
+// fill a group. A destination that must confirm its acceptances (Confirmer:
+// the archive checks that its store directory is still the one that took
+// them) is asked once per group, before the group is completed; a group it
+// cannot confirm is not completed, and its members are retried. A completion is applied without its own fsync: the next claim
 // (or retry, dead letter, command commit) is synced through the same
 // write-ahead log and makes it durable, and a pass that completed anything
 // syncs the primary before it ends. Per 16 events the primary thus syncs once

@@ -131,7 +131,7 @@ func (p *pass) run() error {
 		if err := p.page(page); err != nil || p.halted {
 			return err
 		}
-		if err := p.flush(flushPageEnd); err != nil {
+		if err := p.flush(flushPageEnd); err != nil || p.halted {
 			return err
 		}
 		last := page[len(page)-1].Event
@@ -181,7 +181,7 @@ func (p *pass) page(page []primary.Intent) error {
 			continue
 		}
 		if exhausted(in) {
-			if err := p.flush(flushFailure); err != nil {
+			if err := p.flush(flushFailure); err != nil || p.halted {
 				return err
 			}
 			if err := p.deadLetter(in, "attempts_exhausted"); err != nil {
@@ -273,6 +273,9 @@ func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [
 			if ferr := p.flush(flushFailure); ferr != nil {
 				return ferr
 			}
+			if p.halted { // the group before m was not confirmed: m and the rest are retried
+				return p.retryAll(claimed[k:])
+			}
 			if errors.Is(err, ErrConflict) {
 				if err := p.conflict(m); err != nil {
 					return err
@@ -291,6 +294,9 @@ func (p *pass) claimAndDeliver(run []primary.Intent, keys []event.Key, records [
 		if len(p.group) == MaxGroup {
 			if err := p.flush(flushBound); err != nil {
 				return err
+			}
+			if p.halted { // not confirmed: the members not reached are retried too
+				return p.retryAll(claimed[k+1:])
 			}
 		}
 	}
@@ -327,12 +333,20 @@ func (p *pass) halt(rest []primary.Intent, cause error) error {
 	if err := p.fail(cause); err != nil {
 		return err
 	}
+	if err := p.retryAll(rest); err != nil {
+		return err
+	}
+	p.halted = true
+	return nil
+}
+
+// retryAll applies retry to each member of rest.
+func (p *pass) retryAll(rest []primary.Intent) error {
 	for _, m := range rest {
 		if err := p.retry(m); err != nil {
 			return err
 		}
 	}
-	p.halted = true
 	return nil
 }
 
@@ -390,6 +404,9 @@ func (p *pass) flush(reason string) error {
 	}
 	group := p.group
 	p.group = nil
+	if confirmed, err := p.confirm(group); err != nil || !confirmed {
+		return err
+	}
 	p.unsynced = true
 	done := make(chan error, 1)
 	p.flushing, p.flushingN = done, len(group)
@@ -400,6 +417,27 @@ func (p *pass) flush(reason string) error {
 	}
 	go func() { done <- p.w.complete(ctx, group, reason) }()
 	return nil
+}
+
+// confirm asks a Confirmer destination to confirm the group's acceptances
+// before they are completed. If it cannot, nothing of the group is
+// completed: the pass halts on the failure and each member is retried (or
+// dead-lettered once it has used every attempt), so that it is delivered
+// again, as a Duplicate where its record did reach the archive. Every caller
+// of flush that goes on after it checks p.halted.
+func (p *pass) confirm(group []primary.Intent) (confirmed bool, err error) {
+	c, ok := p.w.dst.(Confirmer)
+	if !ok {
+		return true, nil
+	}
+	cerr := c.Confirm(context.WithoutCancel(p.ctx))
+	if cerr == nil {
+		return true, nil
+	}
+	if !isClassified(cerr) {
+		cerr = errorsJoinUnavailable(cerr)
+	}
+	return false, p.halt(group, fmt.Errorf("outbox: the archive could not confirm %d accepted events: %w", len(group), cerr))
 }
 
 // awaitFlush waits for the completion flush in flight, if any.

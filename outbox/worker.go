@@ -75,6 +75,21 @@ type Destination interface {
 	Accept(ctx context.Context, key event.Key, record []byte) (Outcome, error)
 }
 
+// Confirmer is implemented by a Destination whose acceptances are trusted
+// only once confirmed after they became durable: the archive checks that its
+// store directory is still the one it wrote into, since a store whose
+// directory was removed or replaced keeps accepting writes into unlinked
+// files. The worker confirms each group of accepted members once, before
+// completing it, instead of once per acceptance. A group that is not
+// confirmed is not completed: the pass halts on the failure and each of its
+// members is retried (its attempt counted), as a member whose acceptance
+// failed is.
+type Confirmer interface {
+	// Confirm reports whether every acceptance since the previous Confirm
+	// is in the destination; its error wraps ErrUnavailable or ErrRefused.
+	Confirm(ctx context.Context) error
+}
+
 // Watched is implemented by a Destination that can fail between the
 // worker's calls, as the archive does when its background scrub finds
 // corrupt content. The channel Failed returns is closed once that

@@ -50,6 +50,9 @@ type memArchive struct {
 	// acceptHook runs before each Accept; a non-nil error fails it.
 	acceptHook func(n int, key event.Key) error
 	accepts    int
+	// fitHook, when set, is given the run's length and returns the most
+	// members Fit may report (a run cut short, as by the quota).
+	fitHook func(n int) int
 }
 
 func newMemArchive(quota int64) *memArchive {
@@ -67,6 +70,9 @@ func (a *memArchive) Probe(context.Context) error {
 func (a *memArchive) Fit(_ context.Context, keys []event.Key, records [][]byte) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.fitHook != nil {
+		keys = keys[:a.fitHook(len(keys))]
+	}
 	used := a.used
 	for i := range keys {
 		if old, ok := a.records[keys[i]]; ok && bytes.Equal(old, records[i]) {

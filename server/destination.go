@@ -39,6 +39,19 @@ type archiveDestination struct {
 	store     *archive.Store
 	storeInfo os.FileInfo // identity of the store directory when opened
 	opened    bool        // the archive has been opened and validated at least once
+	// unconfirmed is the identity of the store directory that took the
+	// acceptances since the last Confirm (nil: none), and mixed is set if
+	// some of them went into another one (a store reopened on a replaced
+	// directory).
+	unconfirmed os.FileInfo
+	mixed       bool
+	// unconfirmedRecords is the record count the store reported after the
+	// last of those acceptances: it raises recordsSeen only once Confirm
+	// found them at the archive's path, since recordsSeen becomes the
+	// delivery mark's archive floor at the next completion, and a count
+	// from a directory moved away would make the archive at the path look
+	// as if it lost records.
+	unconfirmedRecords int64
 
 	// scrubRate is the background scrub's pages per second (0: no scrub).
 	scrubRate int
@@ -58,6 +71,7 @@ type archiveDestination struct {
 var (
 	_ outbox.Destination = (*archiveDestination)(nil)
 	_ outbox.Watched     = (*archiveDestination)(nil)
+	_ outbox.Confirmer   = (*archiveDestination)(nil)
 )
 
 // newArchiveDestination returns the destination of the archive in dir. Its
@@ -249,7 +263,11 @@ func (d *archiveDestination) records() uint64 { return uint64(d.recordsSeen.Load
 // seen raises recordsSeen to the store's durable record count. Callers hold
 // d.mu.
 func (d *archiveDestination) seen(s *archive.Store) {
-	n := s.Records() // not Usage: that also measures the store's files
+	d.raiseSeen(s.Records()) // not Usage: that also measures the store's files
+}
+
+// raiseSeen raises recordsSeen to n.
+func (d *archiveDestination) raiseSeen(n int64) {
 	for {
 		cur := d.recordsSeen.Load()
 		if n <= cur || d.recordsSeen.CompareAndSwap(cur, n) {
@@ -266,8 +284,8 @@ type anchoredSource struct {
 }
 
 // CompleteDeferred implements outbox.Source. The count is read after every
-// member was accepted (a completion follows its acceptances), so it covers
-// them.
+// member was accepted and confirmed (a completion follows its group's
+// Confirm, which raised the count to cover them).
 func (s anchoredSource) CompleteDeferred(ctx context.Context, members []primary.Intent) error {
 	return s.DB.CompleteArchived(ctx, members, s.dest.records())
 }
@@ -301,18 +319,45 @@ func (d *archiveDestination) get(ctx context.Context) (*archive.Store, error) {
 	return s, nil
 }
 
-// stillThere reports whether the store directory is still the one that was
-// opened. A store whose directory was removed or replaced keeps accepting
-// writes into unlinked files, so an acceptance is trusted only when the
-// directory is unchanged after it became durable.
-func (d *archiveDestination) stillThere() error {
+// stillThere reports whether the store directory is still the one whose
+// identity is info. A store whose directory was removed or replaced keeps
+// accepting writes into unlinked files, so an acceptance is trusted only
+// when the directory is unchanged after it became durable (Confirm).
+func (d *archiveDestination) stillThere(info os.FileInfo) error {
 	fi, err := os.Lstat(filepath.Join(d.dir, archive.StoreDirName))
 	if err != nil {
 		return fmt.Errorf("%w: the archive store directory disappeared", outbox.ErrUnavailable)
 	}
-	if !os.SameFile(fi, d.storeInfo) {
+	if !os.SameFile(fi, info) {
 		return fmt.Errorf("%w: the archive store directory was replaced", outbox.ErrRefused)
 	}
+	return nil
+}
+
+// Confirm implements outbox.Confirmer: the acceptances since the last
+// Confirm are trusted only if the store directory that took them is still
+// the one at the archive's path now, after all of them became durable. The
+// worker calls it once per completion group (up to outbox.MaxGroup
+// acceptances) instead of after each acceptance: its lstat walks the whole
+// path, and was the largest single item of the worker's CPU per event with
+// four databases (docs/benchmarks.md).
+func (d *archiveDestination) Confirm(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	info, mixed, n := d.unconfirmed, d.mixed, d.unconfirmedRecords
+	d.unconfirmed, d.mixed, d.unconfirmedRecords = nil, false, 0
+	if info == nil {
+		return nil
+	}
+	err := d.stillThere(info)
+	if err == nil && mixed {
+		err = fmt.Errorf("%w: the archive store directory was replaced", outbox.ErrRefused)
+	}
+	if err != nil {
+		d.drop()
+		return err
+	}
+	d.raiseSeen(n)
 	return nil
 }
 
@@ -383,13 +428,17 @@ func (d *archiveDestination) Accept(ctx context.Context, key event.Key, record [
 	if err != nil {
 		return 0, d.after(err)
 	}
-	if d.opts.FS == nil {
-		if err := d.stillThere(); err != nil {
-			d.drop()
-			return 0, err
+	if d.opts.FS != nil {
+		// A test's filesystem: no directory identity to confirm.
+		d.seen(s)
+	} else { // to be confirmed (Confirm)
+		if d.unconfirmed == nil {
+			d.unconfirmed = d.storeInfo
+		} else if !os.SameFile(d.unconfirmed, d.storeInfo) {
+			d.mixed = true
 		}
+		d.unconfirmedRecords = max(d.unconfirmedRecords, s.Records())
 	}
-	d.seen(s)
 	if o == archive.Duplicate {
 		return outbox.Duplicate, nil
 	}
