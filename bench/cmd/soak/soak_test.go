@@ -162,6 +162,19 @@ func steadyLag(float64) histogram {
 	return histogram{0.001: 50, 0.01: 99, 0.1: 100, math.Inf(1): 100}
 }
 
+// readBack reads the CSV in buf and checks that it holds n samples.
+func readBack(t *testing.T, buf *bytes.Buffer, n int) []Sample {
+	t.Helper()
+	got, err := readCSV(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d samples read, %d written", len(got), n)
+	}
+	return got
+}
+
 // TestCSVHoldsRowsUntilTheFirstLag: a soak with -rate starts on a server
 // that has delivered nothing, so the writer has no bounds; the bucket
 // columns come from the first sample with lag buckets, and the p99 target
@@ -188,13 +201,7 @@ func TestCSVHoldsRowsUntilTheFirstLag(t *testing.T) {
 	if !strings.Contains(head, ",lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,") {
 		t.Fatalf("no bucket columns in the header %q", head)
 	}
-	got, err := readCSV(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(samples) {
-		t.Fatalf("%d samples read, %d written", len(got), len(samples))
-	}
+	got := readBack(t, &buf, len(samples))
 	for i := range samples {
 		if got[i].Elapsed != samples[i].Elapsed || (got[i].Lag == nil) != (samples[i].Lag == nil) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, samples[i], got[i])
@@ -238,13 +245,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
 		t.Fatalf("row of 10 s not as expected:\n%s", buf.String())
 	}
-	got, err := readCSV(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(samples) {
-		t.Fatalf("%d samples read, %d written", len(got), len(samples))
-	}
+	got := readBack(t, &buf, len(samples))
 	for i := range samples {
 		a, b := samples[i], got[i]
 		same := func(x, y float64) bool { return x == y || math.IsNaN(x) && math.IsNaN(y) }
