@@ -164,18 +164,14 @@ func (c *csvWriter) Write(s Sample) error {
 		}
 		c.bounds = s.Lag.bounds()
 	}
-	held := c.held
-	c.held = nil
-	for _, h := range held {
-		if err := c.write(h); err != nil {
-			return err
-		}
+	if err := c.Close(); err != nil {
+		return err
 	}
 	return c.write(s)
 }
 
-// Close writes the rows still held (a soak in which nothing was delivered),
-// without bucket columns.
+// Close writes the rows still held: before the first row with buckets, or,
+// in a soak in which nothing was delivered, without bucket columns.
 func (c *csvWriter) Close() error {
 	held := c.held
 	c.held = nil
