@@ -40,7 +40,13 @@
 //     interval: the change of the server's riffdb_outbox_delivery_lag_seconds
 //     histogram since the previous sample (the load generator has no
 //     commit→archived measure of its own), whose p50 and p99 are
-//     interpolated within the buckets as histogram_quantile does.
+//     interpolated within the buckets as histogram_quantile does. With them
+//     the server's CPU time (process_cpu_seconds_total), the machine's busy
+//     and total CPU time (/proc/stat) and the counters of the disk that
+//     holds the server's data (writes, bytes written, flushes and their
+//     time; /sys/dev/block/<device>/stat), so that a p99 that moved between
+//     two windows can be set against the server's CPU per event, the
+//     machine's load and the disk's flush time in the same windows.
 //  5. Writes soak-<time>.csv (one row per sample, flushed as it goes, the
 //     lag buckets included so that the figures can be recomputed),
 //     soak-<time>.svg (one panel per series, drawn by this tool),
@@ -516,6 +522,10 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 		return nil, nil, err
 	}
 	cw := newCSVWriter(csvOut, prevLag.bounds())
+	disk, err := diskStatPath(srv.dir)
+	if err != nil {
+		fmt.Fprintf(progress, "soak: no disk statistics (%v); the disk columns stay empty\n", err)
+	}
 
 	done := make([]atomic.Int64, len(commandMix))
 	var reports []loadtest.Report
@@ -531,7 +541,14 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 		s := Sample{Elapsed: recorded(elapsed), RSSBytes: nanValue, Goroutines: nanValue, OpenFDs: nanValue, Sockets: nanValue, Tables: nanValue,
 			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue,
 			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue,
-			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue, StallSecondsPrimary: nanValue, StallSecondsArchive: nanValue}
+			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue, StallSecondsPrimary: nanValue, StallSecondsArchive: nanValue,
+			ServerCPUSeconds: nanValue, DiskWrites: nanValue, DiskWrittenBytes: nanValue, DiskWriteSeconds: nanValue, DiskFlushes: nanValue, DiskFlushSeconds: nanValue}
+		s.MachineBusySeconds, s.MachineSeconds, _ = machineCPU()
+		if disk != "" {
+			if d, err := readDisk(disk); err == nil {
+				s.DiskWrites, s.DiskWrittenBytes, s.DiskWriteSeconds, s.DiskFlushes, s.DiskFlushSeconds = d.Writes, d.WrittenBytes, d.WriteSeconds, d.Flushes, d.FlushSeconds
+			}
+		}
 		for i := range done {
 			s.Requests += float64(done[i].Load())
 		}
@@ -567,6 +584,9 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			}
 			if v, ok := sum(ss, "riffdb_pebble_memtable_size_bytes", nil); ok {
 				s.Memtables = v
+			}
+			if v, ok := sum(ss, "process_cpu_seconds_total", nil); ok {
+				s.ServerCPUSeconds = v
 			}
 			if v, ok := sum(ss, "go_memstats_heap_inuse_bytes", nil); ok {
 				s.HeapInUse = v

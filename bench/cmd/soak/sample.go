@@ -82,6 +82,22 @@ type Sample struct {
 	// riffdb_pebble_write_stall_time_seconds_total of each store: how long
 	// Pebble held the store's writes back so far (internal/stall).
 	StallSecondsPrimary, StallSecondsArchive float64
+	// ServerCPUSeconds is the server's process_cpu_seconds_total: its change
+	// over a window, divided by the events delivered in it, is the server's
+	// CPU per delivered event (its commands included).
+	ServerCPUSeconds float64
+	// MachineBusySeconds and MachineSeconds are the CPU time of the whole
+	// machine from /proc/stat, busy (all but idle and iowait) and in all,
+	// summed over its CPUs: the load generator and anything else running
+	// share them with the server.
+	MachineBusySeconds, MachineSeconds float64
+	// Disk* are the cumulative counters of the disk that holds the server's
+	// data (/sys/dev/block/<device>/stat, the whole disk): writes completed,
+	// the bytes they wrote and the time they took, and flush requests (a
+	// WAL's fdatasync ends in one) and the time they took. They say whether
+	// the disk served the server's syncs more slowly in one window than in
+	// another, and how much was written next to them (flushes, compactions).
+	DiskWrites, DiskWrittenBytes, DiskWriteSeconds, DiskFlushes, DiskFlushSeconds float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -109,11 +125,15 @@ var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", 
 // record written before some of them lacks those, and reads back with their
 // values unknown (NaN).
 var laterColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
-	"write_stall_seconds_primary", "write_stall_seconds_archive"}
+	"write_stall_seconds_primary", "write_stall_seconds_archive",
+	"server_cpu_seconds", "machine_cpu_busy_seconds", "machine_cpu_seconds",
+	"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds"}
 
 // laterFields are the fields of s that laterColumns hold, in their order.
 func (s *Sample) laterFields() []*float64 {
-	return []*float64{&s.CHeapRSS, &s.FileRSS, &s.GoRetained, &s.CHeapFree, &s.StallSecondsPrimary, &s.StallSecondsArchive}
+	return []*float64{&s.CHeapRSS, &s.FileRSS, &s.GoRetained, &s.CHeapFree, &s.StallSecondsPrimary, &s.StallSecondsArchive,
+		&s.ServerCPUSeconds, &s.MachineBusySeconds, &s.MachineSeconds,
+		&s.DiskWrites, &s.DiskWrittenBytes, &s.DiskWriteSeconds, &s.DiskFlushes, &s.DiskFlushSeconds}
 }
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in

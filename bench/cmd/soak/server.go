@@ -24,6 +24,7 @@ type process struct {
 	api     string // http://host:port
 	metrics string // http://host:port/metrics
 	token   string
+	dir     string // the server's data
 	exited  chan struct{}
 	waitErr error
 	client  *http.Client
@@ -49,7 +50,7 @@ func startServer(ctx context.Context, bin, dir, logPath string) (*process, error
 		_ = logf.Close()
 		return nil, fmt.Errorf("soak: starting the server: %w", err)
 	}
-	p := &process{cmd: cmd, exited: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
+	p := &process{cmd: cmd, dir: dir, exited: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
 	addrs := make(chan [2]string, 1)
 	go func() {
 		// The banner's "API:" and "metrics:" lines give the addresses; every

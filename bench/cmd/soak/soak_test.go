@@ -147,7 +147,9 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 			DebtArchive: 2 << 20, Memtables: 4 << 20, HeapInUse: 6 << 20, BlockCache: 7 << 20, Pending: 3, Requests: x * 10, Tables: 8,
 			CompactionsPrimary: x / 10, CompactionsArchive: x / 5, FsyncsPrimary: x, FsyncsArchive: 2 * x, FsyncSecondsPrimary: x / 1000, FsyncSecondsArchive: x / 500,
 			CHeapRSS: 9 << 20, FileRSS: 5 << 20, GoRetained: 11 << 20, CHeapFree: 1 << 20,
-			StallSecondsPrimary: x / 100, StallSecondsArchive: x / 50}
+			StallSecondsPrimary: x / 100, StallSecondsArchive: x / 50,
+			ServerCPUSeconds: x / 4, MachineBusySeconds: x * 1.2, MachineSeconds: x * 2,
+			DiskWrites: x * 2000, DiskWrittenBytes: x * 1e7, DiskWriteSeconds: x / 5, DiskFlushes: x * 1000, DiskFlushSeconds: x / 10}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -239,7 +241,8 @@ func TestCSVRoundTrip(t *testing.T) {
 		}
 	}
 	head, _, _ := strings.Cut(buf.String(), "\n")
-	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes,write_stall_seconds_primary,write_stall_seconds_archive"; head != want {
+	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes,write_stall_seconds_primary,write_stall_seconds_archive," +
+		"server_cpu_seconds,machine_cpu_busy_seconds,machine_cpu_seconds,disk_writes,disk_written_bytes,disk_write_seconds,disk_flushes,disk_flush_seconds"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
@@ -256,7 +259,10 @@ func TestCSVRoundTrip(t *testing.T) {
 			!same(a.CompactionsArchive, b.CompactionsArchive) || !same(a.FsyncsPrimary, b.FsyncsPrimary) || !same(a.FsyncsArchive, b.FsyncsArchive) ||
 			!same(a.FsyncSecondsPrimary, b.FsyncSecondsPrimary) || !same(a.FsyncSecondsArchive, b.FsyncSecondsArchive) || (a.Lag == nil) != (b.Lag == nil) ||
 			!same(a.CHeapRSS, b.CHeapRSS) || !same(a.FileRSS, b.FileRSS) || !same(a.GoRetained, b.GoRetained) || !same(a.CHeapFree, b.CHeapFree) ||
-			!same(a.StallSecondsPrimary, b.StallSecondsPrimary) || !same(a.StallSecondsArchive, b.StallSecondsArchive) {
+			!same(a.StallSecondsPrimary, b.StallSecondsPrimary) || !same(a.StallSecondsArchive, b.StallSecondsArchive) ||
+			!same(a.ServerCPUSeconds, b.ServerCPUSeconds) || !same(a.MachineBusySeconds, b.MachineBusySeconds) || !same(a.MachineSeconds, b.MachineSeconds) ||
+			!same(a.DiskWrites, b.DiskWrites) || !same(a.DiskWrittenBytes, b.DiskWrittenBytes) || !same(a.DiskWriteSeconds, b.DiskWriteSeconds) ||
+			!same(a.DiskFlushes, b.DiskFlushes) || !same(a.DiskFlushSeconds, b.DiskFlushSeconds) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
@@ -283,13 +289,17 @@ func TestCSVRoundTrip(t *testing.T) {
 		want  []float64 // Lag[0.1] (NaN: no such bucket), then every later field
 	}{
 		{"before the memory columns (2026-12-01 and 2026-12-02)", []string{"lag_le_0.1", "lag_le_+Inf"}, []string{"3", "4"},
-			[]float64{3, nan, nan, nan, nan, nan, nan}},
+			unknownAfter(3)},
 		{"with the first three memory columns (2026-12-02 16:50 on)",
 			[]string{"lag_le_0.1", "lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes"},
-			[]string{"3", "4", "5", "6", "7"}, []float64{3, 5, 6, 7, nan, nan, nan}},
+			[]string{"3", "4", "5", "6", "7"}, unknownAfter(3, 5, 6, 7)},
 		{"with the memory columns and no write-stall columns (2026-12-03 before 19:30)",
 			[]string{"lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes"},
-			[]string{"4", "5", "6", "7", "8"}, []float64{nan, 5, 6, 7, 8, nan, nan}},
+			[]string{"4", "5", "6", "7", "8"}, unknownAfter(nan, 5, 6, 7, 8)},
+		{"with the write-stall columns and no CPU or disk columns (2026-12-03 19:30 to 2026-12-04)",
+			[]string{"lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
+				"write_stall_seconds_primary", "write_stall_seconds_archive"},
+			[]string{"4", "5", "6", "7", "8", "9", "10"}, unknownAfter(nan, 5, 6, 7, 8, 9, 10)},
 	} {
 		var old bytes.Buffer
 		cw := csv.NewWriter(&old)
@@ -311,6 +321,96 @@ func TestCSVRoundTrip(t *testing.T) {
 		if !slices.EqualFunc(read, c.want, func(x, y float64) bool { return x == y || math.IsNaN(x) && math.IsNaN(y) }) {
 			t.Errorf("a record %s read as %v, want %v", c.when, read, c.want)
 		}
+	}
+}
+
+// unknownAfter returns known followed by NaN up to one value for Lag[0.1]
+// and one for each of laterColumns.
+func unknownAfter(known ...float64) []float64 {
+	out := slices.Clone(known)
+	for len(out) < 1+len(laterColumns) {
+		out = append(out, math.NaN())
+	}
+	return out
+}
+
+func TestParseProcStat(t *testing.T) {
+	stat := "cpu  2564053 10 1414541 7446526 479322 0 219321 7 5 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n"
+	busy, total, err := parseProcStat(stat)
+	// Busy: user, nice, system, irq, softirq, steal; guest (5) is already
+	// in user and is not counted again.
+	if err != nil || busy != (2564053+10+1414541+0+219321+7)/100.0 || total != (2564053+10+1414541+7446526+479322+0+219321+7)/100.0 {
+		t.Fatalf("busy %v, total %v, %v", busy, total, err)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5\n", "cpu 1 2 x 4 5\n", "cpu 1 2 3\n"} {
+		if _, _, err := parseProcStat(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if busy, total, err := machineCPU(); err != nil || !(busy > 0 && total > busy) {
+		t.Errorf("this machine's /proc/stat: busy %v, total %v, %v", busy, total, err)
+	}
+}
+
+func TestParseDiskStat(t *testing.T) {
+	stat := " 2066531   275394 84543210   910877 152017278   629280 893996656 16225932        1 10638260 23936979   696902       16 209820096   125652 61537953  6674516\n"
+	d, err := parseDiskStat(stat)
+	if want := (diskCounters{Writes: 152017278, WrittenBytes: 893996656 * 512, WriteSeconds: 16225.932, Flushes: 61537953, FlushSeconds: 6674.516}); err != nil || d != want {
+		t.Fatalf("%+v, %v\nwant %+v", d, err, want)
+	}
+	// Before Linux 5.5 the file had no flush counters: no figures rather
+	// than wrong ones.
+	for _, bad := range []string{"", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 x"} {
+		if _, err := parseDiskStat(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestDiskStatPath: a directory on a block device gives its disk's
+// statistics; one on a file system without a device (procfs) gives an error,
+// and the soak leaves the disk columns empty.
+func TestDiskStatPath(t *testing.T) {
+	if _, err := diskStatPath("/proc"); err == nil {
+		t.Error("procfs has disk statistics")
+	}
+	dir := t.TempDir()
+	path, err := diskStatPath(dir)
+	if err != nil {
+		if !strings.Contains(err.Error(), "not on a block device") {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		t.Logf("%s is not on a block device (%v): the disk columns stay empty on this machine", dir, err)
+		return
+	}
+	if filepath.Base(path) != "stat" {
+		t.Fatalf("stat file %s", path)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "partition")); err == nil {
+		t.Fatalf("%s is a partition's, not its disk's", path)
+	}
+	before, err := readDisk(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A synced write into dir reaches the disk: its counters move.
+	f, err := os.Create(filepath.Join(dir, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	after, err := readDisk(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Writes <= before.Writes || after.WrittenBytes < before.WrittenBytes+4096 {
+		t.Fatalf("a synced 4 KiB write moved the disk's counters from %+v to %+v", before, after)
 	}
 }
 
@@ -641,6 +741,11 @@ func TestSVGHasOnePanelPerSeries(t *testing.T) {
 				}
 				y0 = y
 			}
+		case "CPU and the data's disk":
+			// Four rates of the synthetic counters, none at the first sample.
+			if len(lines) != 4 || len(lines[0]) != len(samples)-1 || len(lines[3]) != len(samples)-1 {
+				t.Fatalf("%s: %d segments %v", panels[i].title, len(lines), lines)
+			}
 		case "commit→archived lag per interval", "Pebble compaction debt":
 			if len(lines) != 2 {
 				t.Fatalf("%s: %d lines, want 2", panels[i].title, len(lines))
@@ -769,25 +874,31 @@ func TestSamplesStandForTheirScheduledTimes(t *testing.T) {
 	}
 }
 
+// cumulative sets the counter field of every sample to the running sum of a
+// rate per second: before until the last window of w, after in it.
+func cumulative(samples []Sample, w Windows, field func(*Sample) *float64, before, after float64) {
+	var sum float64
+	for i := range samples {
+		if i > 0 {
+			rate := before
+			if samples[i].Elapsed > w.LastStart {
+				rate = after
+			}
+			sum += rate * (samples[i].Elapsed - samples[i-1].Elapsed).Seconds()
+		}
+		*field(&samples[i]) = sum
+	}
+}
+
 func TestP99NoteSaysHowBusyTheArchiveSyncsWere(t *testing.T) {
 	total := 5 * time.Minute
 	w := windowsFor(total)
 	samples := synthetic(total, flat(100<<20), flat(10), flat(10), steadyLag)
-	// Rebuild the archive's sync counters: 10,000 syncs per 10-s interval,
-	// 0.4 ms each in the baseline window (40 % of the time) and 0.6 ms in
-	// the last (60 %), with one failed scrape in the last window.
-	var n, secs float64
-	for i := range samples {
-		s := &samples[i]
-		if i > 0 {
-			each := 0.0004
-			if s.Elapsed > w.LastStart {
-				each = 0.0006
-			}
-			n, secs = n+10000, secs+10000*each
-		}
-		s.FsyncsArchive, s.FsyncSecondsArchive = n, secs
-	}
+	// Rebuild the archive's sync counters: 1,000 syncs a second, 0.4 ms
+	// each until the last window (40 % of the time) and 0.6 ms in it
+	// (60 %), with one failed scrape in the last window.
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.FsyncsArchive }, 1000, 1000)
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.FsyncSecondsArchive }, 0.4, 0.6)
 	samples[len(samples)-2].FsyncSecondsArchive = math.NaN()
 	b, l := archiveSyncs(samples, w.BaseStart, w.BaseEnd), archiveSyncs(samples, w.LastStart, w.Total)
 	if b.intervals != 5 || b.busy != 0 || math.Abs(b.meanMs-0.4) > 1e-9 || math.Abs(b.share-0.4) > 1e-9 {
@@ -812,6 +923,40 @@ func TestP99NoteSaysHowBusyTheArchiveSyncsWere(t *testing.T) {
 	}
 	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "held writes back") {
 		t.Errorf("without stall figures the note says %q", note)
+	}
+}
+
+// TestP99NoteSaysWhatTheServerAndTheDiskSpent: the p99 target's note sets
+// the server's CPU per delivered event, the machine's busy share and the
+// disk's flush time of the baseline window against the last window's, from
+// the cumulative counters; a record without them says nothing of them.
+func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
+	total := 5 * time.Minute
+	w := windowsFor(total)
+	samples := synthetic(total, flat(100<<20), flat(10), flat(10), steadyLag)
+	// 100 deliveries per 10-s interval (steadyLag). The server spends 0.25
+	// CPU-seconds a second until the last window and 0.3 in it; the disk
+	// flushes 1,000 times a second, 0.1 ms each, then 0.15 ms each, and
+	// writes 10 MB/s throughout. One interval of the last window has its CPU
+	// and its disk counters unknown and is left out of both.
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.ServerCPUSeconds }, 0.25, 0.3)
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.DiskFlushSeconds }, 1000*0.1e-3, 1000*0.15e-3)
+	samples[len(samples)-3].ServerCPUSeconds = math.NaN()
+	samples[len(samples)-3].DiskFlushSeconds = math.NaN()
+	note := targetsByName(evaluate(samples, total))["commit→archived"].Note
+	for _, want := range []string{
+		"per event delivered, the server's CPU (commands included), baseline and last window: 25000 and 30000 µs; the machine's CPUs busy 60% and 60%",
+		"the data's disk: flushes 0.100 and 0.150 ms each (1000 and 1000 a second), 10.0 and 10.0 MB/s written",
+	} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q\nwant it to contain %q", note, want)
+		}
+	}
+	for i := range samples {
+		samples[i].ServerCPUSeconds, samples[i].DiskFlushes = math.NaN(), math.NaN()
+	}
+	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "server's CPU") || strings.Contains(note, "disk:") {
+		t.Errorf("without CPU and disk figures the note says %q", note)
 	}
 }
 

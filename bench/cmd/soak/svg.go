@@ -77,6 +77,13 @@ var panels = []panel{
 		{"primary WAL syncs", "#ff7f0e", func(s Sample) float64 { return s.FsyncSecondsPrimary }, true},
 		{"archive stalls", "#e377c2", func(s Sample) float64 { return s.StallSecondsArchive }, true},
 		{"primary stalls", "#d62728", func(s Sample) float64 { return s.StallSecondsPrimary }, true}}},
+	// What the server, the machine and the data's disk were busy with:
+	// whether the server's cost or the machine around it changed.
+	{title: "CPU and the data's disk", unit: "seconds per second", lines: []line{
+		{"server CPU", "#1f77b4", func(s Sample) float64 { return s.ServerCPUSeconds }, true},
+		{"machine CPUs busy", "#aec7e8", func(s Sample) float64 { return s.MachineBusySeconds }, true},
+		{"disk flushing", "#2ca02c", func(s Sample) float64 { return s.DiskFlushSeconds }, true},
+		{"disk writing", "#98df8a", func(s Sample) float64 { return s.DiskWriteSeconds }, true}}},
 }
 
 // Plot geometry, in SVG user units.

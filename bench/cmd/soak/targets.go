@@ -224,9 +224,60 @@ func p99Target(samples []Sample, w Windows) Target {
 			"from about half the time in syncs, the worker has little left for the rest of each delivery, and the p99 follows the disk)",
 			b.meanMs, l.meanMs, b.share*100, l.share*100, b.busy, b.intervals, l.busy, l.intervals, busyShare*100)
 	}
+	b, l := hostCost(samples, w.BaseStart, w.BaseEnd), hostCost(samples, w.LastStart, w.Total)
+	if b.cpuOK && l.cpuOK {
+		t.Note += fmt.Sprintf("; per event delivered, the server's CPU (commands included), baseline and last window: %.0f and %.0f µs; "+
+			"the machine's CPUs busy %.0f%% and %.0f%%", b.cpuPerEvent*1e6, l.cpuPerEvent*1e6, b.machineBusy*100, l.machineBusy*100)
+	}
+	if b.diskOK && l.diskOK {
+		t.Note += fmt.Sprintf("; the data's disk: flushes %.3f and %.3f ms each (%.0f and %.0f a second), %.1f and %.1f MB/s written",
+			b.flushMs, l.flushMs, b.flushesPerSec, l.flushesPerSec, b.writtenMBps, l.writtenMBps)
+	}
 	t.Ratio = t.Value / t.Baseline
 	t.Met = last.count() > 0 && base.count() > 0 && t.Ratio <= p99Limit
 	return t
+}
+
+// host is what the server and the machine around it spent over a window
+// (Sample.ServerCPUSeconds, MachineBusySeconds, Disk*).
+type host struct {
+	cpuOK       bool    // the CPU figures are known
+	cpuPerEvent float64 // the server's CPU seconds per event delivered
+	machineBusy float64 // the share of the machine's CPU time that was busy
+
+	diskOK        bool // the disk figures are known
+	flushMs       float64
+	flushesPerSec float64
+	writtenMBps   float64
+}
+
+// hostCost sums the CPU and disk counters over the intervals that end in
+// (from, to]. An interval with a counter unknown at either end is left out
+// of that counter's figures, and so are its deliveries and its time.
+func hostCost(samples []Sample, from, to time.Duration) host {
+	var out host
+	var cpu, events, busy, all float64
+	var flushes, flushSecs, written, span float64
+	for i := 1; i < len(samples); i++ {
+		p, s := samples[i-1], samples[i]
+		if !in(s.Elapsed, from, to) {
+			continue
+		}
+		if c, mb, mt := s.ServerCPUSeconds-p.ServerCPUSeconds, s.MachineBusySeconds-p.MachineBusySeconds, s.MachineSeconds-p.MachineSeconds; s.Lag != nil &&
+			!math.IsNaN(c) && !math.IsNaN(mb) && !math.IsNaN(mt) {
+			cpu, events, busy, all = cpu+c, events+s.Lag.count(), busy+mb, all+mt
+		}
+		if f, fs, wb := s.DiskFlushes-p.DiskFlushes, s.DiskFlushSeconds-p.DiskFlushSeconds, s.DiskWrittenBytes-p.DiskWrittenBytes; !math.IsNaN(f) && !math.IsNaN(fs) && !math.IsNaN(wb) {
+			flushes, flushSecs, written, span = flushes+f, flushSecs+fs, written+wb, span+(s.Elapsed-p.Elapsed).Seconds()
+		}
+	}
+	if events > 0 && all > 0 {
+		out.cpuOK, out.cpuPerEvent, out.machineBusy = true, cpu/events, busy/all
+	}
+	if flushes > 0 && span > 0 {
+		out.diskOK, out.flushMs, out.flushesPerSec, out.writtenMBps = true, flushSecs/flushes*1000, flushes/span, written/span/1e6
+	}
+	return out
 }
 
 // change sums f's change over the sampling intervals that end in (from,
