@@ -6,9 +6,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/riffdb/riffdb/internal/promtext"
 )
 
 // cumulative is a Prometheus histogram: cumulative counts by upper bound
@@ -78,36 +79,8 @@ func (h cumulative) sub(before cumulative) cumulative {
 func (h cumulative) count() float64 { return h[math.Inf(1)] }
 
 // quantile estimates the q-quantile as Prometheus's histogram_quantile
-// does: linear interpolation inside the bucket that holds the rank, with
-// the lowest bucket starting at 0. A rank in the +Inf bucket returns the
-// highest finite bound. It returns NaN for an empty histogram.
-func (h cumulative) quantile(q float64) float64 {
-	bounds := make([]float64, 0, len(h))
-	for b := range h {
-		bounds = append(bounds, b)
-	}
-	sort.Float64s(bounds)
-	total := h.count()
-	if len(bounds) < 2 || total <= 0 {
-		return math.NaN()
-	}
-	rank := q * total
-	prevBound, prevCount := 0.0, 0.0
-	for _, b := range bounds {
-		c := h[b]
-		if c >= rank {
-			if math.IsInf(b, 1) {
-				return prevBound
-			}
-			if c == prevCount {
-				return b
-			}
-			return prevBound + (b-prevBound)*(rank-prevCount)/(c-prevCount)
-		}
-		prevBound, prevCount = b, c
-	}
-	return prevBound
-}
+// does (promtext.Quantile); NaN for an empty histogram.
+func (h cumulative) quantile(q float64) float64 { return promtext.Quantile(h, q) }
 
 // scrape fetches the server's /metrics and parses one histogram.
 func scrape(addr, metric string) (cumulative, error) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -145,48 +144,20 @@ func parseLagBuckets(r io.Reader, database string) (map[float64]float64, error) 
 }
 
 // lagPercentiles returns the p50 and p99 of the deliveries counted between
-// two scrapes of the cumulative buckets, nil when there were none.
+// two scrapes of the cumulative buckets (promtext.Quantile, as PromQL's
+// histogram_quantile), nil when there were none or the histogram has no
+// finite bound to interpolate in.
 func lagPercentiles(before, after map[float64]float64) *Lag {
-	bounds := slices.Sorted(func(yield func(float64) bool) {
-		for le := range after {
-			if !yield(le) {
-				return
-			}
-		}
-	})
-	cum := make([]float64, len(bounds))
-	for i, le := range bounds {
-		cum[i] = max(after[le]-before[le], 0)
+	delta := make(map[float64]float64, len(after))
+	for le, v := range after {
+		delta[le] = max(v-before[le], 0)
 	}
-	if len(bounds) == 0 || !math.IsInf(bounds[len(bounds)-1], 1) || cum[len(cum)-1] <= 0 {
+	total, ok := delta[math.Inf(1)]
+	if !ok || total <= 0 || len(delta) < 2 {
 		return nil
 	}
-	total := cum[len(cum)-1]
-	q := func(p float64) float64 {
-		rank := p * total
-		for i, c := range cum {
-			if c < rank {
-				continue
-			}
-			if math.IsInf(bounds[i], 1) { // beyond the last finite bound
-				if i == 0 {
-					return 0
-				}
-				return bounds[i-1]
-			}
-			lo, prev := 0.0, 0.0
-			if i > 0 {
-				lo, prev = bounds[i-1], cum[i-1]
-			}
-			if c == prev {
-				return bounds[i]
-			}
-			return lo + (bounds[i]-lo)*(rank-prev)/(c-prev)
-		}
-		return bounds[len(bounds)-1]
-	}
 	ms := func(sec float64) float64 { return math.Round(sec*1e6) / 1e3 } // to the microsecond
-	return &Lag{P50: ms(q(0.50)), P99: ms(q(0.99)), Count: uint64(total)}
+	return &Lag{P50: ms(promtext.Quantile(delta, 0.50)), P99: ms(promtext.Quantile(delta, 0.99)), Count: uint64(total)}
 }
 
 // waitDelivered polls the stats until the backlog is 0 or the wait times

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/riffdb/riffdb/internal/promtext"
 	"github.com/riffdb/riffdb/outbox"
 )
 
@@ -14,8 +15,8 @@ import (
 // healthy worker's lag lies (0.5 ms to 100 ms) no bucket is wider than
 // 1.5 times its lower bound, every boundary of the earlier layout is kept
 // (dashboards, rules and stored queries may name one), and a p99 read from
-// the buckets the way histogram_quantile and the soak read it (linear
-// interpolation within the bucket) is within 5 % of the exact p99 of the
+// the buckets the way histogram_quantile and the soak read it
+// (promtext.Quantile: linear interpolation within the bucket) is within 5 % of the exact p99 of the
 // samples. The earlier layout (1, 2.5, 5, 10, 25, 50, 100 ms) was off by up to
 // 27 % on these distributions, and by different amounts in different
 // buckets, so a ratio of two p99s (the soak's target) was distorted too.
@@ -59,18 +60,14 @@ func TestLagBucketsResolveTheP99(t *testing.T) {
 	}
 }
 
-// bucketQuantile counts sorted samples into buckets with upper bounds b (a
-// sample equal to a bound falls in that bound's bucket, as in Prometheus and
-// OpenTelemetry) and interpolates quantile q linearly within its bucket.
+// bucketQuantile counts sorted samples into cumulative buckets with upper
+// bounds b (a sample equal to a bound falls in that bound's bucket, as in
+// Prometheus and OpenTelemetry) and reads quantile q from them as the soak
+// does.
 func bucketQuantile(b, sorted []float64, q float64) float64 {
-	target := q * float64(len(sorted))
-	lower, below := 0.0, 0
+	buckets := map[float64]float64{math.Inf(1): float64(len(sorted))}
 	for _, upper := range b {
-		n := sort.Search(len(sorted), func(i int) bool { return sorted[i] > upper }) // samples ≤ upper
-		if float64(n) >= target {
-			return lower + (upper-lower)*(target-float64(below))/float64(n-below)
-		}
-		lower, below = upper, n
+		buckets[upper] = float64(sort.Search(len(sorted), func(i int) bool { return sorted[i] > upper }))
 	}
-	return lower
+	return promtext.Quantile(buckets, q)
 }

@@ -99,3 +99,37 @@ func formatBound(b float64) string {
 	}
 	return strconv.FormatFloat(b, 'g', -1, 64)
 }
+
+// Quantile estimates the q-quantile of a cumulative histogram (upper bound
+// → observations at or below it, the +Inf bound holding the count) as
+// PromQL's histogram_quantile does: linear interpolation inside the bucket
+// that holds the rank, the lowest bucket starting at 0; a rank in the +Inf
+// bucket gives the highest finite bound. It returns NaN for a histogram
+// with no observations or fewer than two bounds.
+func Quantile(buckets map[float64]float64, q float64) float64 {
+	bounds := make([]float64, 0, len(buckets))
+	for b := range buckets {
+		bounds = append(bounds, b)
+	}
+	sort.Float64s(bounds)
+	total := buckets[math.Inf(1)]
+	if len(bounds) < 2 || total <= 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	prevBound, prevCount := 0.0, 0.0
+	for _, b := range bounds {
+		c := buckets[b]
+		if c >= rank {
+			if math.IsInf(b, 1) {
+				return prevBound
+			}
+			if c == prevCount {
+				return b
+			}
+			return prevBound + (b-prevBound)*(rank-prevCount)/(c-prevCount)
+		}
+		prevBound, prevCount = b, c
+	}
+	return prevBound
+}

@@ -127,30 +127,6 @@ func (h histogram) bounds() []float64 {
 	return out
 }
 
-// quantile estimates the q-quantile as PromQL's histogram_quantile does:
-// linear interpolation inside the bucket that holds the rank, the lowest
-// bucket starting at 0; a rank in the +Inf bucket gives the highest finite
-// bound. It returns NaN for an empty histogram.
-func (h histogram) quantile(q float64) float64 {
-	bounds := h.bounds()
-	total := h.count()
-	if len(bounds) < 2 || total <= 0 {
-		return math.NaN()
-	}
-	rank := q * total
-	prevBound, prevCount := 0.0, 0.0
-	for _, b := range bounds {
-		c := h[b]
-		if c >= rank {
-			if math.IsInf(b, 1) {
-				return prevBound
-			}
-			if c == prevCount {
-				return b
-			}
-			return prevBound + (b-prevBound)*(rank-prevCount)/(c-prevCount)
-		}
-		prevBound, prevCount = b, c
-	}
-	return prevBound
-}
+// quantile estimates the q-quantile as PromQL's histogram_quantile does
+// (promtext.Quantile); NaN for an empty histogram.
+func (h histogram) quantile(q float64) float64 { return promtext.Quantile(h, q) }
