@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/bench"
+	"github.com/riffdb/riffdb/internal/goexit"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/outbox"
 )
@@ -221,6 +222,12 @@ func timeBare(tb testing.TB, dir, prefix string, n, sets int, d time.Duration, c
 // shorten while it keeps to the spec, without the worker's own work: the
 // bound delivery is held against.
 func specChains(primaries, archives []*pebble.DB) func(d time.Duration) (int, error) {
+	return specChainsVia(primaries, archives, func(_ int, commit func() error) error { return commit() })
+}
+
+// specChainsVia is specChains with each archive commit made through via,
+// called on the chain's goroutine for database i.
+func specChainsVia(primaries, archives []*pebble.DB, via func(i int, commit func() error) error) func(d time.Duration) (int, error) {
 	value := make([]byte, 1100)
 	var key atomic.Uint64
 	runs := perStream(len(archives), func(i int) error {
@@ -229,7 +236,9 @@ func specChains(primaries, archives []*pebble.DB) func(d time.Duration) (int, er
 			return err
 		}
 		for k := range uint64(outbox.MaxRun) {
-			if err := archives[i].Set(fmt.Appendf(nil, "k%016d", first+k), value, pebble.Sync); err != nil {
+			if err := via(i, func() error {
+				return archives[i].Set(fmt.Appendf(nil, "k%016d", first+k), value, pebble.Sync)
+			}); err != nil {
 				return err
 			}
 		}
@@ -320,5 +329,75 @@ func TestSpecChainsRunTheSpecsSyncedSteps(t *testing.T) {
 			t.Fatalf("%d archive and %d primary WAL syncs for %d events", a, p, events)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkChainCPU measures what CPU per event costs the spec's chain
+// (specChains) at 4 databases on this machine, and whether it matters
+// where that CPU is spent. Interleaved, in one process:
+//   - chain: the spec's chain as it is;
+//   - on_chain: 20 µs of CPU spun before each archive commit, on the
+//     chain's goroutine (work between one event's durability and the
+//     next event's commit);
+//   - off_chain: the same 20 µs spun on a goroutine of its own while the
+//     commit is in flight (work moved off the chain, and one goroutine
+//     handoff per event);
+//   - handoff: each commit made on a kept goroutine (goexit.Runner) and
+//     waited for, as the archive's transactions are, and no spin.
+//
+// It reports each rate per second and its ratio to chain.
+func BenchmarkChainCPU(b *testing.B) {
+	const n, spin = 4, 20 * time.Microsecond
+	dir := b.TempDir()
+	primaries := openBareStores(b, filepath.Join(dir, "primary"), n)
+	defer closeBareStores(b, primaries)
+	archives := openBareStores(b, filepath.Join(dir, "archive"), n)
+	defer closeBareStores(b, archives)
+	runners := make([]*goexit.Runner, n)
+	for i := range runners {
+		runners[i] = goexit.NewRunner()
+		defer runners[i].Close()
+	}
+	ws := []bench.Workload{
+		{Name: "chain", Run: specChains(primaries, archives)},
+		{Name: "on_chain", Run: specChainsVia(primaries, archives, func(_ int, commit func() error) error {
+			spinFor(spin)
+			return commit()
+		})},
+		{Name: "off_chain", Run: specChainsVia(primaries, archives, func(_ int, commit func() error) error {
+			done := make(chan struct{})
+			go func() { spinFor(spin); close(done) }()
+			err := commit()
+			<-done
+			return err
+		})},
+		{Name: "handoff", Run: specChainsVia(primaries, archives, func(i int, commit func() error) error {
+			o := <-runners[i].Go(commit)
+			return o.Err
+		})},
+	}
+	total := make([]bench.Rate, len(ws))
+	for b.Loop() {
+		rates, err := bench.Interleave(3, time.Second, ws)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, r := range rates {
+			total[i].Ops += r.Ops
+			total[i].Elapsed += r.Elapsed
+		}
+	}
+	chain := total[0].PerSecond()
+	for i, w := range ws {
+		b.ReportMetric(total[i].PerSecond(), w.Name+"_events/s")
+		if i > 0 {
+			b.ReportMetric(total[i].PerSecond()/chain, w.Name+"_vs_chain")
+		}
+	}
+}
+
+// spinFor keeps the CPU busy for d.
+func spinFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
 	}
 }
