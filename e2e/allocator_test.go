@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riffdb/riffdb/internal/cmalloc"
+	"github.com/riffdb/riffdb/internal/gctune"
 	"github.com/riffdb/riffdb/internal/procs"
 )
 
@@ -19,6 +22,7 @@ type resourceLine struct {
 	CAllocator     string `json:"c_allocator"`
 	GoMaxProcs     int    `json:"go_max_procs"`
 	GoProcsSetting string `json:"go_max_procs_setting"`
+	GoGCSetting    string `json:"go_gc_setting"`
 }
 
 // resources returns the server's resource line from its log.
@@ -103,4 +107,52 @@ contract = %q
 	if got.GoMaxProcs != 3 || got.GoProcsSetting != "left to GOMAXPROCS" {
 		t.Errorf("with GOMAXPROCS=3: go_max_procs %d (%q)", got.GoMaxProcs, got.GoProcsSetting)
 	}
+}
+
+// gogcPercent returns go_gc_gogc_percent from the server's /metrics (the
+// Go collector's GOGC, read from the runtime), or -1 when it is absent.
+func gogcPercent(t *testing.T, p *proc) float64 {
+	t.Helper()
+	for _, l := range strings.Split(scrape(t, p, false), "\n") {
+		if v, ok := strings.CutPrefix(l, "go_gc_gogc_percent "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			must(t, err)
+			return f
+		}
+	}
+	return -1
+}
+
+// TestServerTunesGOGC: the real binary sets GOGC from its live heap after
+// each collection (internal/gctune) and says so in its startup log: a
+// server that has only started keeps a few MiB live, so GOGC rises above
+// Go's default of 100 (to gctune.MaxPercent under 6.4 MiB live). With GOGC
+// in its environment it keeps the operator's setting.
+func TestServerTunesGOGC(t *testing.T) {
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		t.Skipf("the environment sets GOGC=%s", v)
+	}
+	e := newEnv(t, envOpts{outbox: true})
+	p := e.start()
+	if got := resources(t, p).GoGCSetting; !strings.Contains(got, "by the live heap") {
+		t.Errorf("go_gc_setting %q, want the tuning", got)
+	}
+	// The runtime collects a small heap soon after a start (its minimum
+	// goal is 4 MiB); the tuning follows within gctune.PollEvery.
+	waitFor(t, 30*time.Second, "GOGC above 100", func() bool { return gogcPercent(t, p) > gctune.MinPercent })
+	if got := gogcPercent(t, p); got > gctune.MaxPercent {
+		t.Errorf("go_gc_gogc_percent %v, above gctune.MaxPercent", got)
+	}
+	p.stop()
+
+	e.wrap = []string{"env", "GOGC=150"}
+	p = e.start()
+	if got := resources(t, p).GoGCSetting; got != "left to GOGC=150" {
+		t.Errorf("with GOGC=150: go_gc_setting %q", got)
+	}
+	time.Sleep(200 * time.Millisecond) // polls and collections, had the tuning run
+	if got := gogcPercent(t, p); got != 150 {
+		t.Errorf("with GOGC=150: go_gc_gogc_percent %v", got)
+	}
+	p.stop()
 }

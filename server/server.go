@@ -22,6 +22,7 @@ import (
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/cmalloc"
+	"github.com/riffdb/riffdb/internal/gctune"
 	"github.com/riffdb/riffdb/internal/membudget"
 	"github.com/riffdb/riffdb/internal/procs"
 	"github.com/riffdb/riffdb/internal/walfill"
@@ -150,13 +151,14 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	}
 	s.fileCache = newStorageFileCache(len(cfg.Databases))
 	goProcs, goProcsSetting := procs.Set(len(cfg.Databases))
+	gcSetting := gctune.Start()
 	s.log.Info("storage memory budget divided", zap.Int64("budget_bytes", s.memory.Budget),
 		zap.Int64("block_cache_bytes", s.memory.BlockBytes), zap.Int64("primary_block_cache_bytes", s.memory.PrimaryCacheBytes),
 		zap.Int64("primary_block_cache_for_blocks_bytes", s.memory.PrimaryBlockBytes), zap.Int64("archive_block_cache_bytes", s.memory.ArchiveCacheBytes),
 		zap.Int64("archive_block_cache_for_blocks_bytes", s.memory.ArchiveBlockBytes), zap.Uint64("primary_memtable_bytes", s.memory.PrimaryMemTable),
 		zap.Uint64("archive_memtable_bytes", s.memory.ArchiveMemTable), zap.Int64("engine_bytes_at_most", s.memory.EngineBytes),
 		zap.String("c_allocator", cmalloc.Setting()), zap.Int("go_max_procs", goProcs),
-		zap.String("go_max_procs_setting", goProcsSetting))
+		zap.String("go_max_procs_setting", goProcsSetting), zap.String("go_gc_setting", gcSetting))
 	for _, dc := range cfg.Databases {
 		d, err := s.openDatabase(ctx, dc)
 		if err != nil {
