@@ -28,17 +28,16 @@
 // would allow.
 //
 // GOGC is a multiplier, applied to whatever the next collection leaves
-// live until it is set again: a value set for a small live heap, still in
-// force when a collection ends with a large one, would give that one a goal
-// of up to MaxPercent / 100 + 1 times it. So the setting follows each
+// live until it is set again, and it scales the runtime's minimum heap goal
+// too (4 MiB × GOGC / 100). So MaxPercent is 1000 (a goal of at least
+// 40 MiB, at most 11 × the live heap), and the setting follows each
 // collection within PollEvery (a goroutine reads the runtime's collection
-// count), bounding that window to a few megabytes of allocation. A first
-// form set it from a cleanup re-armed after each collection, with no
-// upper bound but 10,000: with 32 busy databases a collection right after
-// the start was given a goal of 400 MiB for a 4 MiB heap, the value set for
-// the near-empty heap before it (docs/benchmarks.md). A soft memory limit
-// (GOMEMLIMIT) still applies on top. An operator who sets GOGC keeps that
-// choice.
+// count): a value set for a small live heap applies to a larger one for at
+// most that long. A first form, which allowed up to 10,000 and set it from
+// a cleanup re-armed after each collection, gave a collection soon after a
+// start a goal of 400 MiB with 32 busy databases (docs/benchmarks.md). A
+// soft memory limit (GOMEMLIMIT) still applies on top. An operator who sets
+// GOGC keeps that choice.
 package gctune
 
 import (
