@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,14 +112,7 @@ contract = %q
 // Go collector's GOGC, read from the runtime), or -1 when it is absent.
 func gogcPercent(t *testing.T, p *proc) float64 {
 	t.Helper()
-	for _, l := range strings.Split(scrape(t, p, false), "\n") {
-		if v, ok := strings.CutPrefix(l, "go_gc_gogc_percent "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			must(t, err)
-			return f
-		}
-	}
-	return -1
+	return metricValue(scrape(t, p, false), "go_gc_gogc_percent ")
 }
 
 // TestServerTunesGOGC: the real binary sets GOGC from its live heap after
