@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/attribute"
@@ -65,11 +66,22 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 // blocks for at most about TxnTimeout per storage call.
 func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out Outcome, err error) {
 	start := s.clock()
-	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(s.dbAttr))
-	if span.IsRecording() {
-		// Formatting the event id is wasted on a span that is not
-		// sampled, as most are: only a span that records gets these
-		// attributes (samplers see the database alone).
+	// Formatting the event id is wasted on a span that is not sampled:
+	// only a span that records gets the event's attributes. A child of a
+	// sampled span (the worker's claim, at the default sampling of 1)
+	// records, and gets them as it starts, in one call instead of two;
+	// any other span gets them once it is known to record (samplers of a
+	// new trace see the database alone).
+	eager := trace.SpanContextFromContext(ctx).IsSampled()
+	startAttrs := trace.WithAttributes(s.dbAttr)
+	if eager {
+		startAttrs = trace.WithAttributes(s.dbAttr,
+			attrkey.EventID.String(key.Event.String()),
+			attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
+			attribute.Int("riffdb.event.bytes", len(record)))
+	}
+	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", startAttrs)
+	if !eager && span.IsRecording() {
 		span.SetAttributes(
 			attrkey.EventID.String(key.Event.String()),
 			attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
@@ -104,17 +116,22 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	}
 	if s.txns == nil {
 		s.txns = goexit.NewRunner()
+		s.txnTimer = time.NewTimer(s.timeout)
+		s.txnTimer.Stop()
 	}
 	rk := recordKey(key)
-	var (
-		acct       = s.acct
+	acct := s.acct
+	// What the transaction's goroutine decides, in one allocation (each
+	// variable the closure below shares would be one of its own).
+	t := new(struct {
+		phase      txnPhase
 		next       accounting
 		charge     int64
 		nextCk     checkpoint
 		below      bool // the record sorts before the checkpoint's: it joins the validated prefix
 		outcome    Outcome
 		committing atomic.Bool // read after a timeout: the call may still run
-	)
+	})
 	// A key beyond the greatest in the store cannot be in it: the lookup
 	// is needed only for a key at or below it (a replay, or an event that
 	// waited for a retry while later ones were delivered). Delivery goes
@@ -123,7 +140,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	// 32-database delivery (docs/benchmarks.md).
 	lookup := bytes.Compare(rk, s.last) <= 0
 	// One storage call: read the key, decide, and write.
-	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", new(txnPhase), s.txns, func(phase *txnPhase) error {
+	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", &t.phase, s.txns, s.txnTimer, func(phase *txnPhase) error {
 		var existing []byte
 		if lookup {
 			var err error
@@ -138,66 +155,66 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 				return err
 			}
 			if bytes.Equal(rec, record) {
-				outcome = Duplicate
+				t.outcome = Duplicate
 				return nil
 			}
 			return fmt.Errorf("%w: event %s", ErrConflict, key.Event)
 		}
-		charge = Charge(key, record)
-		if acct.EncodedBytes+charge > s.quota {
-			return fmt.Errorf("%w: quota: %d of %d bytes used, record needs %d", ErrCapacity, acct.EncodedBytes, s.quota, charge)
+		t.charge = Charge(key, record)
+		if acct.EncodedBytes+t.charge > s.quota {
+			return fmt.Errorf("%w: quota: %d of %d bytes used, record needs %d", ErrCapacity, acct.EncodedBytes, s.quota, t.charge)
 		}
-		if err := s.checkFreeSpace(charge); err != nil {
+		if err := s.checkFreeSpace(t.charge); err != nil {
 			return err
 		}
-		next = accounting{Records: acct.Records + 1, EncodedBytes: acct.EncodedBytes + charge}
+		t.next = accounting{Records: acct.Records + 1, EncodedBytes: acct.EncodedBytes + t.charge}
 		b := s.db.NewBatch()
 		_ = b.Set(rk, encodeValue(key, record), nil)
-		_ = b.Set(keyAccounting, encodeAccounting(next), nil)
+		_ = b.Set(keyAccounting, encodeAccounting(t.next), nil)
 		if s.ckptKey != nil && bytes.Compare(rk, s.ckptKey) < 0 {
 			// Keep the checkpoint's totals those of every record at or
 			// before its key (checkpoint.go), in the same atomic batch.
-			below = true
-			nextCk = checkpoint{key: s.ckpt.key, acct: accounting{
-				Records: s.ckpt.acct.Records + 1, EncodedBytes: s.ckpt.acct.EncodedBytes + charge}}
-			_ = b.Set(keyCheckpoint, encodeCheckpoint(nextCk), nil)
+			t.below = true
+			t.nextCk = checkpoint{key: s.ckpt.key, acct: accounting{
+				Records: s.ckpt.acct.Records + 1, EncodedBytes: s.ckpt.acct.EncodedBytes + t.charge}}
+			_ = b.Set(keyCheckpoint, encodeCheckpoint(t.nextCk), nil)
 		}
 		if ctx.Err() != nil || !phase.beginWrite() {
 			_ = b.Close()
 			return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
 		}
-		committing.Store(true)
+		t.committing.Store(true)
 		err := b.Commit(pebble.Sync)
 		_ = b.Close() // only after Commit returned: a Goexit leaves the batch to Pebble
 		if err != nil {
 			return mapError("committing the archive transaction", err)
 		}
-		outcome = Stored
+		t.outcome = Stored
 		return nil
 	})
 	if err != nil {
-		if committing.Load() && s.st.err() == nil {
+		if t.committing.Load() && s.st.err() == nil {
 			// Pebble failed the commit without a fatal: its outcome is not
 			// reflected in acct, so stop trusting the in-memory accounting.
 			s.st.fail(err)
 		}
 		return 0, err
 	}
-	if outcome == Duplicate {
+	if t.outcome == Duplicate {
 		return Duplicate, nil
 	}
-	s.acct = next
+	s.acct = t.next
 	if !lookup {
 		s.last = rk
 	}
-	s.records.Store(next.Records)
-	s.encoded.Store(next.EncodedBytes)
-	if below {
-		s.setCheckpoint(nextCk)
+	s.records.Store(t.next.Records)
+	s.encoded.Store(t.next.EncodedBytes)
+	if t.below {
+		s.setCheckpoint(t.nextCk)
 	}
 	if s.adv != nil {
-		s.adv.accepted = append(s.adv.accepted, acceptedRecord{key: rk, charge: charge})
+		s.adv.accepted = append(s.adv.accepted, acceptedRecord{key: rk, charge: t.charge})
 	}
-	s.mon.committed(s, next)
+	s.mon.committed(s, t.next)
 	return Stored, nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/event"
@@ -129,64 +130,93 @@ func BenchmarkCheckFreeSpace(b *testing.B) {
 	}
 }
 
-// startSeen is a sampler that drops every span and keeps the attributes
-// each span was started with.
+// startSeen is a sampler that keeps the attributes each span was started
+// with, and decides as next does (nil: drops every span).
 type startSeen struct {
 	mu    sync.Mutex
-	attrs []attribute.KeyValue
+	attrs map[string][]attribute.KeyValue // by span name
+	next  sdktrace.Sampler
 }
 
 func (s *startSeen) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.attrs = append(s.attrs, p.Attributes...)
-	return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+	if s.attrs == nil {
+		s.attrs = map[string][]attribute.KeyValue{}
+	}
+	s.attrs[p.Name] = append(s.attrs[p.Name], p.Attributes...)
+	s.mu.Unlock()
+	if s.next == nil {
+		return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+	}
+	return s.next.ShouldSample(p)
 }
 
 func (s *startSeen) Description() string { return "startSeen" }
 
 // TestAcceptSpanAttributesOnlyWhenRecording: a transaction span that is
-// sampled carries the event id, incarnation and size; one that is not is
-// started with the database alone, so nothing formats the event id for it.
+// sampled carries the event id, incarnation and size, whether it starts a
+// trace or continues a sampled one (then it is started with them, in one
+// call); one that is not sampled is started with the database alone, so
+// nothing formats the event id for it.
 func TestAcceptSpanAttributesOnlyWhenRecording(t *testing.T) {
 	t.Parallel()
 	k, r := rec(t, testDatabase, 7, 2, "x")
-
-	spans := tracetest.NewSpanRecorder()
-	opts := testOptions(t, newMemFS(t, false))
-	opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	s := mustOpen(t, opts)
-	mustAccept(t, s, k, r, Stored)
-	var got map[attribute.Key]attribute.Value
-	for _, sp := range spans.Ended() {
-		if sp.Name() == "riffdb.archive.txn" {
-			got = map[attribute.Key]attribute.Value{}
-			for _, a := range sp.Attributes() {
-				got[a.Key] = a.Value
+	for _, parent := range []bool{false, true} {
+		spans := tracetest.NewSpanRecorder()
+		seen := &startSeen{next: sdktrace.ParentBased(sdktrace.AlwaysSample())}
+		opts := testOptions(t, newMemFS(t, false))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(seen))
+		opts.TracerProvider = tp
+		s := mustOpen(t, opts)
+		ctx := context.Background()
+		if parent {
+			var claim trace.Span
+			ctx, claim = tp.Tracer("test").Start(ctx, "claim")
+			defer claim.End()
+		}
+		if out, err := s.Accept(ctx, k, r); err != nil || out != Stored {
+			t.Fatalf("Accept = %v, %v", out, err)
+		}
+		var got map[attribute.Key]attribute.Value
+		for _, sp := range spans.Ended() {
+			if sp.Name() == "riffdb.archive.txn" {
+				got = map[attribute.Key]attribute.Value{}
+				for _, a := range sp.Attributes() {
+					got[a.Key] = a.Value
+				}
 			}
 		}
-	}
-	want := map[attribute.Key]attribute.Value{
-		"riffdb.database":            s.dbAttr.Value,
-		attrkey.EventID:              attribute.StringValue("7.2"),
-		"riffdb.history.incarnation": attribute.Int64Value(1),
-		"riffdb.event.bytes":         attribute.IntValue(len(r)),
-		"riffdb.archive.outcome":     attribute.StringValue("stored"),
-	}
-	for key, v := range want {
-		if got[key] != v {
-			t.Fatalf("sampled txn span: %s = %v; want %v (attributes %v)", key, got[key], v, got)
+		want := map[attribute.Key]attribute.Value{
+			"riffdb.database":            s.dbAttr.Value,
+			attrkey.EventID:              attribute.StringValue("7.2"),
+			"riffdb.history.incarnation": attribute.Int64Value(1),
+			"riffdb.event.bytes":         attribute.IntValue(len(r)),
+			"riffdb.archive.outcome":     attribute.StringValue("stored"),
+		}
+		if len(got) != len(want) {
+			t.Fatalf("sampled txn span (parent %v): attributes %v; want %v", parent, got, want)
+		}
+		for key, v := range want {
+			if got[key] != v {
+				t.Fatalf("sampled txn span (parent %v): %s = %v; want %v (attributes %v)", parent, key, got[key], v, got)
+			}
+		}
+		seen.mu.Lock()
+		started := len(seen.attrs["riffdb.archive.txn"])
+		seen.mu.Unlock()
+		if want := map[bool]int{false: 1, true: 4}[parent]; started != want {
+			t.Fatalf("txn span (parent %v) started with %d attributes, want %d", parent, started, want)
 		}
 	}
 
 	seen := new(startSeen)
-	opts = testOptions(t, newMemFS(t, false))
+	opts := testOptions(t, newMemFS(t, false))
 	opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSampler(seen))
-	s = mustOpen(t, opts)
+	s := mustOpen(t, opts)
 	mustAccept(t, s, k, r, Stored)
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
-	for _, a := range seen.attrs {
+	for _, a := range seen.attrs["riffdb.archive.txn"] {
 		if a.Key != "riffdb.database" && a.Key != "riffdb.group.size" {
 			t.Fatalf("an unsampled span was started with %s", a.Key)
 		}

@@ -136,7 +136,7 @@ func guarded(ctx context.Context, st *engineState, timeout time.Duration, op str
 		phase = new(txnPhase)
 		phase.v.Store(phaseWriting)
 	}
-	return guardedTxn(ctx, st, timeout, op, phase, nil, func(*txnPhase) error { return fn() })
+	return guardedTxn(ctx, st, timeout, op, phase, nil, nil, func(*txnPhase) error { return fn() })
 }
 
 // txnPhase is the phase of a guarded transaction, shared by guardedTxn and
@@ -167,8 +167,11 @@ func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseA
 // the phase and waits for fn; ctx ending once fn is writing abandons the
 // call (and marks the store unusable, the write's outcome being unknown).
 // A nil phase means a read-only call. fn runs on an idle goroutine of on,
-// or on a goroutine of its own when on is nil.
-func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, on *goexit.Runner, fn func(phase *txnPhase) error) error {
+// or on a goroutine of its own when on is nil. timer, when not nil, is a
+// stopped timer of the caller's, set for this call and stopped again before
+// guardedTxn returns: a caller that runs one call at a time (Accept, under
+// the store's mutex) makes no timer per call.
+func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, on *goexit.Runner, timer *time.Timer, fn func(phase *txnPhase) error) error {
 	if err := st.err(); err != nil {
 		return err
 	}
@@ -177,7 +180,13 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 		run = on.Go
 	}
 	done := run(func() error { return fn(phase) })
-	timer := time.NewTimer(timeout)
+	if timer == nil {
+		timer = time.NewTimer(timeout)
+	} else {
+		// Since Go 1.23 a Reset timer never delivers a value of its earlier
+		// setting, so one timer serves its owner's calls one after another.
+		timer.Reset(timeout)
+	}
 	defer timer.Stop()
 	var ctxDone <-chan struct{}
 	if phase != nil {

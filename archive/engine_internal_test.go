@@ -127,7 +127,7 @@ func TestGuardedTxnCancelWhileReading(t *testing.T) {
 	st, _, _ := newTestState()
 	ctx := newHandoffCtx()
 	wrote := false
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), nil, func(phase *txnPhase) error {
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), nil, nil, func(phase *txnPhase) error {
 		// The read: ctx ends meanwhile, and guardedTxn has taken the
 		// cancellation once cancel returns. fn then tries to begin its
 		// write, which fails: it returns without writing.
@@ -165,7 +165,7 @@ func TestGuardedTxnCancelWhileWriting(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	start := time.Now()
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), nil, func(phase *txnPhase) error {
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), nil, nil, func(phase *txnPhase) error {
 		if !phase.beginWrite() {
 			t.Error("the write could not begin")
 		}

@@ -284,6 +284,47 @@ func TestHungCommitTimesOut(t *testing.T) {
 	}
 }
 
+// TestHungCommitTimesOutAfterEarlierTransactions: Accept reuses one timer
+// for its transactions, so a hang after many quick transactions must still
+// time out, and only once its own TxnTimeout has passed (a value left from
+// an earlier setting would end it early; a timer not set again, never).
+func TestHungCommitTimesOutAfterEarlierTransactions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem := newMemFS(t, false)
+	inj := &blockingFS{release: make(chan struct{}), entered: make(chan struct{})}
+	opts := testOptions(t, errorfs.Wrap(mem, inj))
+	const timeout = 200 * time.Millisecond
+	opts.TxnTimeout = timeout
+	s, err := Open(ctx, testDir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		inj.armed.Store(false)
+		close(inj.release)
+		_ = s.Close()
+	}()
+	for i := range 50 {
+		k, r := rec(t, testDatabase, uint64(i+1), 0, "quick")
+		if _, err := s.Accept(ctx, k, r); err != nil {
+			t.Fatalf("transaction %d: %v", i+1, err)
+		}
+	}
+	k, r := rec(t, testDatabase, 51, 0, "hangs")
+	inj.armed.Store(true)
+	start := time.Now()
+	_, err = s.Accept(ctx, k, r)
+	elapsed := time.Since(start)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung Accept after 50 quick ones: %v", err)
+	}
+	if elapsed < timeout {
+		t.Fatalf("hung Accept returned after %s, before its %s timeout", elapsed, timeout)
+	}
+	<-inj.entered
+}
+
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

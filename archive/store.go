@@ -71,7 +71,7 @@ type Store struct {
 	inst      *instanceFS
 	abandoned bool
 
-	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv, last and txns
+	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv, last, txns and txnTimer
 	acct accounting
 	// free is the free-space guard's last measurement (checkFreeSpace).
 	free freeSpace
@@ -89,6 +89,9 @@ type Store struct {
 	// no new goroutine, and no stack growth, per event); made by the
 	// first Accept, closed by Close.
 	txns *goexit.Runner
+	// txnTimer bounds each of Accept's transactions (guardedTxn), reused
+	// from one to the next; made with txns.
+	txnTimer *time.Timer
 	// ckptMu serializes Checkpoint calls (Close's final one included).
 	ckptMu sync.Mutex
 	// ckptRecords and ckptBytes mirror ckpt.acct for CheckpointDue.
