@@ -9,3 +9,6 @@ func (w *Worker) InitTestSignals(tb testsignal.TB) *workerTestSignals {
 	w.testSignals.Parked.Init(tb)
 	return &w.testSignals
 }
+
+// AcceptReuse is acceptReuse, for the acceptance context's test.
+const AcceptReuse = acceptReuse

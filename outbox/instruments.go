@@ -227,13 +227,11 @@ func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (
 	return out, err
 }
 
-// accept runs one archive transaction for member m under the delivery
-// timeout, and not under ctx's cancellation (see pass): a stopping worker
-// lets the transaction in flight finish. The archive records its own
-// riffdb.archive.txn span as a child.
+// accept runs one archive transaction for member m under ctx, a run's
+// acceptance context (acceptContext: the delivery timeout, and not the
+// pass's cancellation). The archive records its own riffdb.archive.txn span
+// as a child.
 func (w *Worker) accept(ctx context.Context, key event.Key, record []byte, m primary.Intent) (Outcome, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeliveryTimeout)
-	defer cancel()
 	outcome, err := w.dst.Accept(ctx, key, record)
 	if err == nil && !m.CommittedAt.IsZero() {
 		w.inst.lag.Record(ctx, w.clock.Now().Sub(m.CommittedAt).Seconds(), w.inst.dbSet)

@@ -53,6 +53,8 @@ type memArchive struct {
 	// fitHook, when set, is given the run's length and returns the most
 	// members Fit may report (a run cut short, as by the quota).
 	fitHook func(n int) int
+	// ctxHook, when set, is given each Accept's context first.
+	ctxHook func(n int, ctx context.Context)
 }
 
 func newMemArchive(quota int64) *memArchive {
@@ -86,11 +88,14 @@ func (a *memArchive) Fit(_ context.Context, keys []event.Key, records [][]byte) 
 	return len(keys), nil
 }
 
-func (a *memArchive) Accept(_ context.Context, key event.Key, record []byte) (outbox.Outcome, error) {
+func (a *memArchive) Accept(ctx context.Context, key event.Key, record []byte) (outbox.Outcome, error) {
 	a.mu.Lock()
 	a.accepts++
-	n, hook := a.accepts, a.acceptHook
+	n, hook, ctxHook := a.accepts, a.acceptHook, a.ctxHook
 	a.mu.Unlock()
+	if ctxHook != nil {
+		ctxHook(n, ctx)
+	}
 	if hook != nil {
 		if err := hook(n, key); err != nil {
 			return 0, err
@@ -729,5 +734,37 @@ func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
 	b.src.mu.Unlock()
 	if h := b.w.Health(); h.Reason != outbox.ReasonCapacityExhausted || claims != 0 {
 		t.Fatalf("health %+v after the probe pass, %d claims", h, claims)
+	}
+}
+
+// TestEveryAcceptanceHasTheDeliveryTimeout: each acceptance runs under a
+// deadline between DeliveryTimeout minus AcceptReuse and DeliveryTimeout
+// away, whether it shares its run's context with the acceptances before it
+// or comes after a slow one (which makes the context new), and under a
+// context that is not ended.
+func TestEveryAcceptanceHasTheDeliveryTimeout(t *testing.T) {
+	b := setup(t, 1<<30, 0)
+	b.commit(t, 40) // runs of 16, 16 and 8
+	var problems []string
+	b.dst.ctxHook = func(n int, ctx context.Context) {
+		deadline, ok := ctx.Deadline()
+		left := time.Until(deadline)
+		if !ok || left > outbox.DeliveryTimeout || left < outbox.DeliveryTimeout-outbox.AcceptReuse-50*time.Millisecond {
+			problems = append(problems, fmt.Sprintf("acceptance %d: deadline %v (set %v), %s away", n, deadline, ok, left))
+		}
+		if ctx.Err() != nil {
+			problems = append(problems, fmt.Sprintf("acceptance %d: context already ended: %v", n, ctx.Err()))
+		}
+		if n%7 == 0 {
+			// A slow acceptance: the next one must still have nearly
+			// all of the delivery timeout.
+			time.Sleep(outbox.AcceptReuse + 50*time.Millisecond)
+		}
+	}
+	if res := b.run(t); res.Stored != 40 {
+		t.Fatalf("pass %+v, want 40 stored", res)
+	}
+	for _, p := range problems {
+		t.Error(p)
 	}
 }
