@@ -27,7 +27,7 @@ func (db *DB) LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error) 
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
 		k := eventKey(id)
-		if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) {
+		if !seekGE(it, k) {
 			if err := it.Close(); err != nil {
 				return nil, fmt.Errorf("primary: load events: %w", err)
 			}

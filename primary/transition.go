@@ -1,7 +1,6 @@
 package primary
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -269,7 +268,7 @@ func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool)) 
 		}
 		seen[m.Event] = struct{}{}
 		k := intentKey(m.Event)
-		if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) {
+		if !seekGE(it, k) {
 			if err := it.Error(); err != nil {
 				return nil, nil, fmt.Errorf("primary: read intent: %w", err)
 			}
