@@ -22,7 +22,7 @@ const (
 	MaxAttempts     = 32
 	RetryDelay      = time.Second
 	Lease           = 10 * time.Second
-	DeliveryTimeout = 5 * time.Second
+	DeliveryTimeout = 5 * time.Second // bounds each acceptance: its context ends 4.9-5 s after it starts (acceptContext)
 	PageSize        = 500
 	MaxRun          = 16
 	MaxGroup        = 16
