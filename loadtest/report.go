@@ -62,7 +62,7 @@ type Report struct {
 }
 
 // Percentiles are latencies in milliseconds. P50 … P999 come from the HDR
-// histogram (within 0.1 %); Max is exact.
+// histogram (within 0.1 %, and never above Max); Max is exact.
 type Percentiles struct {
 	P50  float64 `json:"p50"`
 	P90  float64 `json:"p90"`
@@ -206,12 +206,16 @@ func (r *recorder) fill(rep *Report, elapsed time.Duration) {
 		rep.Throughput = float64(r.completed) / elapsed.Seconds()
 	}
 	if r.completed > 0 {
+		top := float64(r.maxExact) / float64(time.Millisecond)
+		// The histogram answers with the top of a value's bucket, which
+		// can lie above the exact maximum; no percentile is above it.
+		at := func(q float64) float64 { return min(millis(r.hist.ValueAtPercentile(q)), top) }
 		rep.LatencyMillis = Percentiles{
-			P50:  millis(r.hist.ValueAtPercentile(50)),
-			P90:  millis(r.hist.ValueAtPercentile(90)),
-			P99:  millis(r.hist.ValueAtPercentile(99)),
-			P999: millis(r.hist.ValueAtPercentile(99.9)),
-			Max:  float64(r.maxExact) / float64(time.Millisecond),
+			P50:  at(50),
+			P90:  at(90),
+			P99:  at(99),
+			P999: at(99.9),
+			Max:  top,
 			Mean: r.hist.Mean() / 1000,
 		}
 	}
