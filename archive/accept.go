@@ -72,21 +72,20 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	// records, and gets them as it starts, in one call instead of two;
 	// any other span gets them once it is known to record (samplers of a
 	// new trace see the database alone).
-	eager := trace.SpanContextFromContext(ctx).IsSampled()
-	startAttrs := trace.WithAttributes(s.dbAttr)
-	if eager {
-		startAttrs = trace.WithAttributes(s.dbAttr,
+	eventAttrs := func() []attribute.KeyValue {
+		return []attribute.KeyValue{s.dbAttr,
 			attrkey.EventID.String(key.Event.String()),
 			attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
-			attribute.Int("riffdb.event.bytes", len(record)))
+			attribute.Int("riffdb.event.bytes", len(record))}
 	}
-	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", startAttrs)
+	eager := trace.SpanContextFromContext(ctx).IsSampled()
+	startAttrs := []attribute.KeyValue{s.dbAttr}
+	if eager {
+		startAttrs = eventAttrs()
+	}
+	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(startAttrs...))
 	if !eager && span.IsRecording() {
-		span.SetAttributes(
-			attrkey.EventID.String(key.Event.String()),
-			attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
-			attribute.Int("riffdb.event.bytes", len(record)),
-		)
+		span.SetAttributes(eventAttrs()[1:]...)
 	}
 	defer func() {
 		result := "stored"

@@ -247,14 +247,20 @@ func (b *blockingFS) MaybeError(op errorfs.Op) error {
 
 func (b *blockingFS) String() string { return "blockingFS" }
 
+// hangableOptions returns the options of a store on memory whose WAL syncs
+// hang while the returned injector is armed.
+func hangableOptions(t *testing.T) (*blockingFS, Options) {
+	t.Helper()
+	inj := &blockingFS{release: make(chan struct{}), entered: make(chan struct{})}
+	return inj, testOptions(t, errorfs.Wrap(newMemFS(t, false), inj))
+}
+
 // TestHungCommitTimesOut makes a WAL sync hang: Accept must return
 // ErrUnavailable once TxnTimeout passes, and the store becomes unusable.
 func TestHungCommitTimesOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemFS(t, false)
-	inj := &blockingFS{release: make(chan struct{}), entered: make(chan struct{})}
-	opts := testOptions(t, errorfs.Wrap(mem, inj))
+	inj, opts := hangableOptions(t)
 	opts.TxnTimeout = 50 * time.Millisecond
 	s, err := Open(ctx, testDir, opts)
 	if err != nil {
@@ -291,9 +297,7 @@ func TestHungCommitTimesOut(t *testing.T) {
 func TestHungCommitTimesOutAfterEarlierTransactions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemFS(t, false)
-	inj := &blockingFS{release: make(chan struct{}), entered: make(chan struct{})}
-	opts := testOptions(t, errorfs.Wrap(mem, inj))
+	inj, opts := hangableOptions(t)
 	const timeout = 200 * time.Millisecond
 	opts.TxnTimeout = timeout
 	s, err := Open(ctx, testDir, opts)
