@@ -18,6 +18,16 @@
 // delivery pauses with reason capacity_exhausted and no attempt is spent).
 // Members are delivered one at a time, each in its own archive transaction; a
 // member whose lease passed before it is reached renews its lease first.
+// Once a run's first member is accepted, the next run of the page is formed,
+// checked against the quota together with the current run's members not yet
+// accepted, and claimed in a goroutine of its own while the current run is
+// delivered: the claim's fsync on the primary then overlaps the archive's
+// fsyncs instead of sitting between two runs. Its members are delivered only
+// after that claim returned, in order, so a claim is still durable before its
+// first member is delivered. A failure of the current run retries the members
+// of the run claimed ahead as well, so a halt can spend one attempt on up to
+// two runs (32 members) where it spent one on at most one run; an outage met
+// by a run's first member claims nothing more.
 // Accepted members are completed up to 16 per primary transaction, flushed at
 // the bound, at page end, or before ordinary failure handling. Nothing waits to
 // fill a group. A destination that must confirm its acceptances (Confirmer:
@@ -70,8 +80,9 @@
 // A crash at any point replays at most the bounded groups in flight (the run
 // being delivered and the last completion group, whose removal the next claim
 // would have made durable): the primary returns every delivering intent to
-// pending at startup (the claim stays counted), and redelivery hits the same
-// archive key, where equal bytes are accepted once.
+// pending at startup (the claim stays counted, also for the members of a run
+// claimed ahead and not reached), and redelivery hits the same archive key,
+// where equal bytes are accepted once.
 //
 // The worker never blocks the primary's command path: it only reads the index
 // and writes intent transitions.
