@@ -57,8 +57,9 @@ const rawSlice = time.Second
 //     how much of that riffdb's delivery keeps.
 //   - the spec's limit: N bare primaries and N bare archives running only
 //     the synced steps the spec sets per run of 16 events (specChains: a
-//     synced claim, then 16 synced archive commits one after another, then
-//     an unsynced completion), before and after the server, as above:
+//     synced claim, made while the run before is delivered, then 16 synced
+//     archive commits one after another, then an unsynced completion),
+//     before and after the server, as above:
 //     spec_chain_vs_raw is how much of N raw writers a worker keeping to
 //     the spec could reach with no work of its own, delivered_vs_spec_chain
 //     how much of that riffdb's delivery keeps; spec_chain_cpu_us/event is

@@ -218,9 +218,13 @@ func timeBare(tb testing.TB, dir, prefix string, n, sets int, d time.Duration, c
 // synced 1,100-byte Sets on its archive store, one after another (each
 // event's own archive transaction), then one unsynced commit of MaxRun
 // small Sets on the primary (the completion, made durable by the next
-// claim's sync). The count is in events. It is the chain a worker cannot
-// shorten while it keeps to the spec, without the worker's own work: the
-// bound delivery is held against.
+// claim's sync). The count is in events. As the worker does (outbox's
+// prepareNext), the claim of the next run is made on a goroutine of its own
+// once the run's first archive commit returned, and awaited before the next
+// run's first archive commit: the spec asks a claim to be durable before its
+// members are delivered, not that nothing else runs meanwhile. It is the
+// chain a worker cannot shorten while it keeps to the spec, without the
+// worker's own work: the bound delivery is held against.
 func specChains(primaries, archives []*pebble.DB) func(d time.Duration) (int, error) {
 	return specChainsVia(primaries, archives, func(_ int, commit func() error) error { return commit() })
 }
@@ -230,22 +234,50 @@ func specChains(primaries, archives []*pebble.DB) func(d time.Duration) (int, er
 func specChainsVia(primaries, archives []*pebble.DB, via func(i int, commit func() error) error) func(d time.Duration) (int, error) {
 	value := make([]byte, 1100)
 	var key atomic.Uint64
+	// Each database's claim made ahead: the first event of its run and
+	// the claim's result. Only database i's goroutine touches entry i.
+	type ahead struct {
+		first uint64
+		done  chan error
+	}
+	next := make([]ahead, len(archives))
+	claim := func(i int) ahead {
+		a := ahead{first: key.Add(outbox.MaxRun) - outbox.MaxRun, done: make(chan error, 1)}
+		go func() { a.done <- intentBatch(primaries[i], a.first, pebble.Sync) }()
+		return a
+	}
 	runs := perStream(len(archives), func(i int) error {
-		first := key.Add(outbox.MaxRun) - outbox.MaxRun
-		if err := intentBatch(primaries[i], first, pebble.Sync); err != nil { // the claim
+		cur := next[i]
+		if cur.done == nil { // the database's first run: claimed here
+			cur = claim(i)
+		}
+		next[i] = ahead{}
+		if err := <-cur.done; err != nil {
 			return err
 		}
 		for k := range uint64(outbox.MaxRun) {
 			if err := via(i, func() error {
-				return archives[i].Set(fmt.Appendf(nil, "k%016d", first+k), value, pebble.Sync)
+				return archives[i].Set(fmt.Appendf(nil, "k%016d", cur.first+k), value, pebble.Sync)
 			}); err != nil {
 				return err
 			}
+			if k == 0 {
+				next[i] = claim(i)
+			}
 		}
-		return intentBatch(primaries[i], first, pebble.NoSync) // the completion
+		return intentBatch(primaries[i], cur.first, pebble.NoSync) // the completion
 	})
 	return func(d time.Duration) (int, error) {
 		n, err := runs(d)
+		// The claims made ahead for runs that were not started end before
+		// the stores may close.
+		for _, a := range next {
+			if a.done != nil {
+				if cerr := <-a.done; err == nil {
+					err = cerr
+				}
+			}
+		}
 		return n * outbox.MaxRun, err
 	}
 }

@@ -9,14 +9,18 @@
 #
 # Each database's worker is one chain of steps: every event is one synced
 # archive transaction, every run of up to 16 events one synced claim on the
-# primary. Per event and per database, the script prints the chain's length
+# primary (made while the run before it is delivered, after that run's first
+# archive transaction). Per event and per database, the script prints the chain's length
 # (N / delivered events/s) and its parts, measured from the workers' own
 # waits in the trace:
 #   archive_txn     the worker waiting for its archive transaction
 #                   (Store.Accept's storage call, on its own goroutine)
 #     of it fsync   the archive WALs' fdatasync
-#   claim           the worker waiting for its claim (primary.Claim)
-#     of it fsync   the primaries' WAL fdatasync (claims, completions)
+#   claim           the worker waiting for a claim: one made inline
+#                   (primary.Claim, the first run of a page) or one made
+#                   while the run before was delivered (pass.awaitClaim)
+#     fsync         the primaries' WAL fdatasync (claims, completions),
+#                   most of it now off the chain, beside the archive's
 #   worker          the rest: the worker's own work between those waits
 #   sched           every goroutine's wait for a CPU once runnable (the
 #                   trace's scheduler latency), all goroutines summed, per
@@ -30,7 +34,8 @@
 # (N / raw events/s), one bare Pebble store's synced commit
 # (N / pebble events/s), and the spec's chain per event with nothing of the
 # worker's own (N / spec_chain events/s: bare stores running only the
-# synced claim per run of 16 and each event's synced archive commit, see
+# synced claim per run of 16, made while the run before it is delivered,
+# and each event's synced archive commit, see
 # specChains in bench/). The tracer adds its own cost: the rates here are
 # a little lower than without it.
 set -euo pipefail
@@ -83,9 +88,12 @@ for i in $(seq 1 "$RUNS"); do
 	"$GO" tool trace -pprof=sync "$d/drain-n$N.trace" >"$d/sync.pprof"
 	"$GO" tool trace -pprof=syscall "$d/drain-n$N.trace" >"$d/syscall.pprof"
 	"$GO" tool trace -pprof=sched "$d/drain-n$N.trace" >"$d/sched.pprof"
-	focus='outbox.\(\*pass\).claimAndDeliver'
+	# The worker's own goroutine (a claim made ahead runs on another).
+	focus='outbox.\(\*pass\).page'
 	txn=$(node "$d/sync.pprof" github.com/riffdb/riffdb/archive.guardedTxn -focus="$focus")
-	claim=$(node "$d/sync.pprof" 'github.com/riffdb/riffdb/primary.(*DB).Claim' -focus="$focus")
+	inline=$(node "$d/sync.pprof" 'github.com/riffdb/riffdb/primary.(*DB).Claim' -focus="$focus")
+	ahead=$(node "$d/sync.pprof" 'github.com/riffdb/riffdb/outbox.(*pass).awaitClaim' -focus="$focus")
+	claim=$(awk -v a="${inline:-0}" -v b="${ahead:-0}" 'BEGIN {print a + b}')
 	# The archive opens its store through Pebble's errorfs (its fence); the
 	# primary does not.
 	afs=$(seconds "$d/syscall.pprof" -focus='errorfs.\(\*errorFile\).SyncData')
