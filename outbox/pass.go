@@ -448,12 +448,20 @@ func (p *pass) prepareNext(pendingKeys []event.Key, pendingRecords [][]byte, aft
 // awaitClaim waits for the next run's claim and returns its run context and
 // claimed members, or handles its failure as claimAndDeliver would.
 func (p *pass) awaitClaim(nx *nextRun) (context.Context, []primary.Intent, error) {
-	r := <-nx.done
+	r := p.receive(nx)
 	if r.err != nil {
 		return nil, nil, p.claimFailed(r.err)
 	}
-	p.res.Claimed += len(r.claimed)
 	return r.ctx, r.claimed, nil
+}
+
+// receive waits for nx's claim and counts the members it claimed.
+func (p *pass) receive(nx *nextRun) claimResult {
+	r := <-nx.done
+	if r.err == nil {
+		p.res.Claimed += len(r.claimed)
+	}
+	return r
 }
 
 // dropNext waits for the next run's claim, if one is in flight, and returns
@@ -464,12 +472,10 @@ func (p *pass) dropNext() []primary.Intent {
 		return nil
 	}
 	p.next = nil
-	r := <-nx.done
-	if r.err != nil {
-		return nil // all or nothing: nothing was claimed
+	if r := p.receive(nx); r.err == nil {
+		return r.claimed
 	}
-	p.res.Claimed += len(r.claimed)
-	return r.claimed
+	return nil // all or nothing: a failed claim claimed nothing
 }
 
 // acceptReuse is how long a run's acceptance context serves acceptances
