@@ -271,11 +271,12 @@ func specChainsVia(primaries, archives []*pebble.DB, via func(i int, commit func
 		n, err := runs(d)
 		// The claims made ahead for runs that were not started end before
 		// the stores may close.
-		for _, a := range next {
+		for i, a := range next {
 			if a.done != nil {
 				if cerr := <-a.done; err == nil {
 					err = cerr
 				}
+				next[i] = ahead{} // received: a later call claims anew
 			}
 		}
 		return n * outbox.MaxRun, err
