@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -31,6 +32,14 @@ import (
 // DefaultServiceName is the service.name resource attribute used when
 // Config.ServiceName is empty.
 const DefaultServiceName = "riffdb"
+
+// schedLatencies adds the runtime's /sched/latencies:seconds to the Go
+// collector's default set, as go_sched_latencies_seconds: how long
+// goroutines waited, runnable, for a CPU. It is the direct sign of a
+// process short of CPU (on 2 cores a compaction, a GC cycle or a burst of
+// commands makes the outbox worker and the WAL sync loops wait for one),
+// which CPU utilisation alone does not show.
+var schedLatencies = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}
 
 // Span export limits. The batch span processor drops spans once
 // SpanQueueSize spans are waiting, so a slow or absent collector can never
@@ -168,7 +177,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		propagation.TraceContext{}, propagation.Baggage{}))
 
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+	if err := reg.Register(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(schedLatencies))); err != nil {
 		return nil, errors.Join(fmt.Errorf("telemetry: register Go collector: %w", err), tp.Shutdown(ctx))
 	}
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {

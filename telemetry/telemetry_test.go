@@ -135,7 +135,7 @@ func TestMetricsHandlerServesSecondBucketsWithExemplars(t *testing.T) {
 	if !exemplarSeen {
 		t.Errorf("no exemplar with trace_id %s:\n%s", traceID, body)
 	}
-	for _, prefix := range []string{"go_goroutines ", "go_memstats_", "process_cpu_seconds_total ", "riffdb_outbox_claim_duration_seconds_count 2"} {
+	for _, prefix := range []string{"go_goroutines ", "go_memstats_", "go_sched_latencies_seconds_bucket{", "process_cpu_seconds_total ", "riffdb_outbox_claim_duration_seconds_count 2"} {
 		if !strings.Contains(body, "\n"+prefix) {
 			t.Errorf("scrape lacks %q", prefix)
 		}
