@@ -44,9 +44,12 @@
 //     the server's CPU time (process_cpu_seconds_total), the machine's busy
 //     and total CPU time (/proc/stat) and the counters of the disk that
 //     holds the server's data (writes, bytes written, flushes and their
-//     time; /sys/dev/block/<device>/stat), so that a p99 that moved between
-//     two windows can be set against the server's CPU per event, the
-//     machine's load and the disk's flush time in the same windows.
+//     time; /sys/dev/block/<device>/stat), and how long the server's
+//     goroutines waited, runnable, for a CPU (go_sched_latencies_seconds:
+//     its sum, its count and the waits over about 1 ms), so that a p99
+//     that moved between two windows can be set against the server's CPU
+//     per event, the machine's load, the waits for a CPU and the disk's
+//     flush time in the same windows.
 //  5. Writes soak-<time>.csv (one row per sample, flushed as it goes, the
 //     lag buckets included so that the figures can be recomputed),
 //     soak-<time>.svg (one panel per series, drawn by this tool),
@@ -542,7 +545,8 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			DebtPrimary: nanValue, DebtArchive: nanValue, Memtables: nanValue, HeapInUse: nanValue, BlockCache: nanValue, Pending: nanValue,
 			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue,
 			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue, StallSecondsPrimary: nanValue, StallSecondsArchive: nanValue,
-			ServerCPUSeconds: nanValue, DiskWrites: nanValue, DiskWrittenBytes: nanValue, DiskWriteSeconds: nanValue, DiskFlushes: nanValue, DiskFlushSeconds: nanValue}
+			ServerCPUSeconds: nanValue, DiskWrites: nanValue, DiskWrittenBytes: nanValue, DiskWriteSeconds: nanValue, DiskFlushes: nanValue, DiskFlushSeconds: nanValue,
+			SchedWaitSeconds: nanValue, SchedWaits: nanValue, SchedWaitsSlow: nanValue}
 		s.MachineBusySeconds, s.MachineSeconds, _ = machineCPU()
 		if disk != "" {
 			if d, err := readDisk(disk); err == nil {
@@ -599,6 +603,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			if v, ok := sum(ss, "riffdb_c_allocator_memory_bytes", map[string]string{"riffdb_c_allocator_state": "heap_free"}); ok {
 				s.CHeapFree = v
 			}
+			s.SchedWaitSeconds, s.SchedWaits, s.SchedWaitsSlow = schedWaits(ss)
 			if v, ok := blockCaches(ss); ok {
 				s.BlockCache = v
 			}

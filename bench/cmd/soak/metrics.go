@@ -130,3 +130,36 @@ func (h histogram) bounds() []float64 {
 // quantile estimates the q-quantile as PromQL's histogram_quantile does
 // (promtext.Quantile); NaN for an empty histogram.
 func (h histogram) quantile(q float64) float64 { return promtext.Quantile(h, q) }
+
+// schedMetric is the runtime's scheduling latency histogram, which the
+// server adds to the Go collector's default set (telemetry).
+const schedMetric = "go_sched_latencies_seconds"
+
+// slowSchedWait is the wait for a CPU from which schedWaits counts a wait
+// as slow: the histogram's largest bound at or below it is used.
+const slowSchedWait = 0.001
+
+// schedWaits returns the sum and the count of the server's scheduling
+// latency histogram, and how many of its waits were longer than its
+// largest bound at or below slowSchedWait; NaN when the scrape lacks it.
+func schedWaits(ss []series) (seconds, waits, slow float64) {
+	seconds, waits, slow = math.NaN(), math.NaN(), math.NaN()
+	if v, ok := sum(ss, schedMetric+"_sum", nil); ok {
+		seconds = v
+	}
+	h, err := histogramOf(ss, schedMetric, nil)
+	if err != nil || len(h) == 0 {
+		return seconds, waits, slow
+	}
+	waits = h.count()
+	bound := math.Inf(-1)
+	for b := range h {
+		if b <= slowSchedWait && b > bound {
+			bound = b
+		}
+	}
+	if !math.IsInf(bound, -1) {
+		slow = waits - h[bound]
+	}
+	return seconds, waits, slow
+}

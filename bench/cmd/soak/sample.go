@@ -98,6 +98,14 @@ type Sample struct {
 	// the disk served the server's syncs more slowly in one window than in
 	// another, and how much was written next to them (flushes, compactions).
 	DiskWrites, DiskWrittenBytes, DiskWriteSeconds, DiskFlushes, DiskFlushSeconds float64
+	// SchedWaitSeconds and SchedWaits are the cumulative sum and count of
+	// the server's go_sched_latencies_seconds (how long goroutines waited,
+	// runnable, for a CPU), and SchedWaitsSlow how many of the waits were
+	// longer than the histogram's largest bound at or below 1 ms (0.92 ms
+	// with Go 1.26's buckets): over an interval, the change of
+	// SchedWaitSeconds divided by its length is the mean number of
+	// goroutines waiting for a CPU.
+	SchedWaitSeconds, SchedWaits, SchedWaitsSlow float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -127,13 +135,15 @@ var fixedColumns = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", 
 var laterColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
 	"write_stall_seconds_primary", "write_stall_seconds_archive",
 	"server_cpu_seconds", "machine_cpu_busy_seconds", "machine_cpu_seconds",
-	"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds"}
+	"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds",
+	"sched_wait_seconds", "sched_waits", "sched_waits_slow"}
 
 // laterFields are the fields of s that laterColumns hold, in their order.
 func (s *Sample) laterFields() []*float64 {
 	return []*float64{&s.CHeapRSS, &s.FileRSS, &s.GoRetained, &s.CHeapFree, &s.StallSecondsPrimary, &s.StallSecondsArchive,
 		&s.ServerCPUSeconds, &s.MachineBusySeconds, &s.MachineSeconds,
-		&s.DiskWrites, &s.DiskWrittenBytes, &s.DiskWriteSeconds, &s.DiskFlushes, &s.DiskFlushSeconds}
+		&s.DiskWrites, &s.DiskWrittenBytes, &s.DiskWriteSeconds, &s.DiskFlushes, &s.DiskFlushSeconds,
+		&s.SchedWaitSeconds, &s.SchedWaits, &s.SchedWaitsSlow}
 }
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in

@@ -78,6 +78,38 @@ func TestParseExposition(t *testing.T) {
 	}
 }
 
+// TestSchedWaits reads the scheduling latency histogram as the server's Go
+// collector exports it (the runtime's bounds, Go 1.26): the slow waits are
+// those beyond 0.92 ms, its largest bound at or below 1 ms.
+func TestSchedWaits(t *testing.T) {
+	const sched = `# TYPE go_sched_latencies_seconds histogram
+go_sched_latencies_seconds_bucket{le="6.399999999999999e-08"} 100
+go_sched_latencies_seconds_bucket{le="6.399999999999999e-07"} 500
+go_sched_latencies_seconds_bucket{le="7.167999999999999e-06"} 900
+go_sched_latencies_seconds_bucket{le="8.191999999999999e-05"} 960
+go_sched_latencies_seconds_bucket{le="0.0009175039999999999"} 990
+go_sched_latencies_seconds_bucket{le="0.010485759999999998"} 998
+go_sched_latencies_seconds_bucket{le="0.11744051199999998"} 1000
+go_sched_latencies_seconds_bucket{le="+Inf"} 1000
+go_sched_latencies_seconds_sum 0.25
+go_sched_latencies_seconds_count 1000
+`
+	ss, err := parseExposition(strings.NewReader(sched))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secs, waits, slow := schedWaits(ss); secs != 0.25 || waits != 1000 || slow != 10 {
+		t.Fatalf("schedWaits = %v, %v, %v; want 0.25, 1000, 10", secs, waits, slow)
+	}
+	ss, err = parseExposition(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secs, waits, slow := schedWaits(ss); !math.IsNaN(secs) || !math.IsNaN(waits) || !math.IsNaN(slow) {
+		t.Fatalf("schedWaits of a scrape without the histogram = %v, %v, %v; want NaN", secs, waits, slow)
+	}
+}
+
 func TestParseExpositionRejectsMalformedLines(t *testing.T) {
 	for _, in := range []string{
 		`m{le="0.1"`,
@@ -149,7 +181,8 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 			CHeapRSS: 9 << 20, FileRSS: 5 << 20, GoRetained: 11 << 20, CHeapFree: 1 << 20,
 			StallSecondsPrimary: x / 100, StallSecondsArchive: x / 50,
 			ServerCPUSeconds: x / 4, MachineBusySeconds: x * 1.2, MachineSeconds: x * 2,
-			DiskWrites: x * 2000, DiskWrittenBytes: x * 1e7, DiskWriteSeconds: x / 5, DiskFlushes: x * 1000, DiskFlushSeconds: x / 10}
+			DiskWrites: x * 2000, DiskWrittenBytes: x * 1e7, DiskWriteSeconds: x / 5, DiskFlushes: x * 1000, DiskFlushSeconds: x / 10,
+			SchedWaitSeconds: x / 20, SchedWaits: x * 3000, SchedWaitsSlow: x * 3}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -242,7 +275,8 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	head, _, _ := strings.Cut(buf.String(), "\n")
 	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes,write_stall_seconds_primary,write_stall_seconds_archive," +
-		"server_cpu_seconds,machine_cpu_busy_seconds,machine_cpu_seconds,disk_writes,disk_written_bytes,disk_write_seconds,disk_flushes,disk_flush_seconds"; head != want {
+		"server_cpu_seconds,machine_cpu_busy_seconds,machine_cpu_seconds,disk_writes,disk_written_bytes,disk_write_seconds,disk_flushes,disk_flush_seconds," +
+		"sched_wait_seconds,sched_waits,sched_waits_slow"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
@@ -262,7 +296,8 @@ func TestCSVRoundTrip(t *testing.T) {
 			!same(a.StallSecondsPrimary, b.StallSecondsPrimary) || !same(a.StallSecondsArchive, b.StallSecondsArchive) ||
 			!same(a.ServerCPUSeconds, b.ServerCPUSeconds) || !same(a.MachineBusySeconds, b.MachineBusySeconds) || !same(a.MachineSeconds, b.MachineSeconds) ||
 			!same(a.DiskWrites, b.DiskWrites) || !same(a.DiskWrittenBytes, b.DiskWrittenBytes) || !same(a.DiskWriteSeconds, b.DiskWriteSeconds) ||
-			!same(a.DiskFlushes, b.DiskFlushes) || !same(a.DiskFlushSeconds, b.DiskFlushSeconds) {
+			!same(a.DiskFlushes, b.DiskFlushes) || !same(a.DiskFlushSeconds, b.DiskFlushSeconds) ||
+			!same(a.SchedWaitSeconds, b.SchedWaitSeconds) || !same(a.SchedWaits, b.SchedWaits) || !same(a.SchedWaitsSlow, b.SchedWaitsSlow) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
@@ -300,6 +335,12 @@ func TestCSVRoundTrip(t *testing.T) {
 			[]string{"lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
 				"write_stall_seconds_primary", "write_stall_seconds_archive"},
 			[]string{"4", "5", "6", "7", "8", "9", "10"}, unknownAfter(nan, 5, 6, 7, 8, 9, 10)},
+		{"with the CPU and disk columns and no scheduling columns (2026-12-04 to 2026-12-05)",
+			[]string{"lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
+				"write_stall_seconds_primary", "write_stall_seconds_archive", "server_cpu_seconds", "machine_cpu_busy_seconds", "machine_cpu_seconds",
+				"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds"},
+			[]string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"},
+			unknownAfter(nan, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18)},
 	} {
 		var old bytes.Buffer
 		cw := csv.NewWriter(&old)
@@ -941,11 +982,18 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 	// and its disk counters unknown and is left out of both.
 	cumulative(samples, w, func(s *Sample) *float64 { return &s.ServerCPUSeconds }, 0.25, 0.3)
 	cumulative(samples, w, func(s *Sample) *float64 { return &s.DiskFlushSeconds }, 1000*0.1e-3, 1000*0.15e-3)
+	// Goroutines wait for a CPU 0.05 s a second (0.05 on average) with 3,000
+	// waits a second, 0.1 % of them slow, until the last window, and then
+	// 0.2 s a second with 0.5 % slow.
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.SchedWaitSeconds }, 0.05, 0.2)
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.SchedWaitsSlow }, 3, 15)
 	samples[len(samples)-3].ServerCPUSeconds = math.NaN()
 	samples[len(samples)-3].DiskFlushSeconds = math.NaN()
+	samples[len(samples)-3].SchedWaits = math.NaN()
 	note := targetsByName(evaluate(samples, total))["commit→archived"].Note
 	for _, want := range []string{
 		"per event delivered, the server's CPU (commands included), baseline and last window: 25000 and 30000 µs; the machine's CPUs busy 60% and 60%",
+		"the server's goroutines waiting for a CPU (go_sched_latencies_seconds), baseline and last window: 0.05 and 0.20 on average, 0.10% and 0.50% of the waits over about 1 ms",
 		"the data's disk: flushes 0.100 and 0.150 ms each (1000 and 1000 a second), 10.0 and 10.0 MB/s written",
 	} {
 		if !strings.Contains(note, want) {
@@ -953,9 +1001,10 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 		}
 	}
 	for i := range samples {
-		samples[i].ServerCPUSeconds, samples[i].DiskFlushes = math.NaN(), math.NaN()
+		samples[i].ServerCPUSeconds, samples[i].DiskFlushes, samples[i].SchedWaitSeconds = math.NaN(), math.NaN(), math.NaN()
 	}
-	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "server's CPU") || strings.Contains(note, "disk:") {
+	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "server's CPU") || strings.Contains(note, "disk:") ||
+		strings.Contains(note, "waiting for a CPU") {
 		t.Errorf("without CPU and disk figures the note says %q", note)
 	}
 }

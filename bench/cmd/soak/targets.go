@@ -229,6 +229,10 @@ func p99Target(samples []Sample, w Windows) Target {
 		t.Note += fmt.Sprintf("; per event delivered, the server's CPU (commands included), baseline and last window: %.0f and %.0f µs; "+
 			"the machine's CPUs busy %.0f%% and %.0f%%", b.cpuPerEvent*1e6, l.cpuPerEvent*1e6, b.machineBusy*100, l.machineBusy*100)
 	}
+	if b.schedOK && l.schedOK {
+		t.Note += fmt.Sprintf("; the server's goroutines waiting for a CPU (go_sched_latencies_seconds), baseline and last window: "+
+			"%.2f and %.2f on average, %.2f%% and %.2f%% of the waits over about 1 ms", b.waiting, l.waiting, b.slowWaitsPct, l.slowWaitsPct)
+	}
 	if b.diskOK && l.diskOK {
 		t.Note += fmt.Sprintf("; the data's disk: flushes %.3f and %.3f ms each (%.0f and %.0f a second), %.1f and %.1f MB/s written",
 			b.flushMs, l.flushMs, b.flushesPerSec, l.flushesPerSec, b.writtenMBps, l.writtenMBps)
@@ -245,6 +249,10 @@ type host struct {
 	cpuPerEvent float64 // the server's CPU seconds per event delivered
 	machineBusy float64 // the share of the machine's CPU time that was busy
 
+	schedOK      bool    // the scheduling figures are known
+	waiting      float64 // the mean number of the server's goroutines waiting for a CPU
+	slowWaitsPct float64 // the share of those waits longer than about 1 ms, in percent
+
 	diskOK        bool // the disk figures are known
 	flushMs       float64
 	flushesPerSec float64
@@ -258,6 +266,7 @@ func hostCost(samples []Sample, from, to time.Duration) host {
 	var out host
 	var cpu, events, busy, all float64
 	var flushes, flushSecs, written, span float64
+	var waited, waits, slow, waitSpan float64
 	for i := 1; i < len(samples); i++ {
 		p, s := samples[i-1], samples[i]
 		if !in(s.Elapsed, from, to) {
@@ -270,9 +279,15 @@ func hostCost(samples []Sample, from, to time.Duration) host {
 		if f, fs, wb := s.DiskFlushes-p.DiskFlushes, s.DiskFlushSeconds-p.DiskFlushSeconds, s.DiskWrittenBytes-p.DiskWrittenBytes; !math.IsNaN(f) && !math.IsNaN(fs) && !math.IsNaN(wb) {
 			flushes, flushSecs, written, span = flushes+f, flushSecs+fs, written+wb, span+(s.Elapsed-p.Elapsed).Seconds()
 		}
+		if ws, n, sl := s.SchedWaitSeconds-p.SchedWaitSeconds, s.SchedWaits-p.SchedWaits, s.SchedWaitsSlow-p.SchedWaitsSlow; !math.IsNaN(ws) && !math.IsNaN(n) && !math.IsNaN(sl) {
+			waited, waits, slow, waitSpan = waited+ws, waits+n, slow+sl, waitSpan+(s.Elapsed-p.Elapsed).Seconds()
+		}
 	}
 	if events > 0 && all > 0 {
 		out.cpuOK, out.cpuPerEvent, out.machineBusy = true, cpu/events, busy/all
+	}
+	if waits > 0 && waitSpan > 0 {
+		out.schedOK, out.waiting, out.slowWaitsPct = true, waited/waitSpan, slow/waits*100
 	}
 	if flushes > 0 && span > 0 {
 		out.diskOK, out.flushMs, out.flushesPerSec, out.writtenMBps = true, flushSecs/flushes*1000, flushes/span, written/span/1e6
