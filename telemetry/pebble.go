@@ -34,6 +34,8 @@ const (
 const (
 	MetricPebbleCompactions       = "riffdb.pebble.compactions"
 	MetricPebbleCompactionDebt    = "riffdb.pebble.compaction.debt"
+	MetricPebbleCompactionTime    = "riffdb.pebble.compaction.time"
+	MetricPebbleCompactionWritten = "riffdb.pebble.compaction.written"
 	MetricPebbleFlushes           = "riffdb.pebble.flushes"
 	MetricPebbleWALFsyncs         = "riffdb.pebble.wal.fsyncs"
 	MetricPebbleWALFsyncTime      = "riffdb.pebble.wal.fsync.time"
@@ -52,6 +54,8 @@ var ErrNilMetricsFunc = errors.New("telemetry: pebble metrics function is nil")
 type pebbleInstruments struct {
 	compactions    metric.Int64ObservableCounter
 	compactionDebt metric.Int64ObservableGauge
+	compactionTime metric.Float64ObservableCounter
+	compacted      metric.Int64ObservableCounter
 	flushes        metric.Int64ObservableCounter
 	fsyncs         metric.Int64ObservableCounter
 	fsyncTime      metric.Float64ObservableCounter
@@ -68,6 +72,14 @@ type pebbleInstruments struct {
 //
 //   - riffdb.pebble.compactions ({compaction}, counter): compactions completed.
 //   - riffdb.pebble.compaction.debt (By, gauge): estimated bytes still to compact.
+//   - riffdb.pebble.compaction.time (s, counter): how long compactions ran,
+//     summed over compactions that ran at once, the ongoing ones counted up
+//     to the collection (Metrics.Compact.Duration). Its rate is the mean
+//     number of compactions running: on a machine with few cores, the share
+//     of a CPU the store's compactions take from commits and deliveries.
+//   - riffdb.pebble.compaction.written (By, counter): bytes of tables
+//     compactions wrote, over every level (LevelMetrics.TableBytesCompacted
+//     and BlobBytesCompacted; flushes not included).
 //   - riffdb.pebble.flushes ({flush}, counter): memtable flushes completed.
 //   - riffdb.pebble.wal.fsyncs ({fsync}, counter) and riffdb.pebble.wal.fsync.time
 //     (s, counter): WAL fsyncs and the total time spent in them, read from
@@ -121,6 +133,9 @@ func ObservePebble(mp metric.MeterProvider, store, database string, metrics func
 		}
 		o.ObserveInt64(in.compactions, m.Compact.Count, set)
 		o.ObserveInt64(in.compactionDebt, clampInt64(m.Compact.EstimatedDebt), set)
+		o.ObserveFloat64(in.compactionTime, m.Compact.Duration.Seconds(), set)
+		total := m.Total()
+		o.ObserveInt64(in.compacted, clampInt64(total.TableBytesCompacted+total.BlobBytesCompacted), set)
 		o.ObserveInt64(in.flushes, m.Flush.Count, set)
 		o.ObserveInt64(in.diskUsage, clampInt64(m.DiskSpaceUsage()), set)
 		o.ObserveInt64(in.memtable, clampInt64(m.MemTable.Size+m.MemTable.ZombieSize), set)
@@ -135,7 +150,7 @@ func ObservePebble(mp metric.MeterProvider, store, database string, metrics func
 			}
 		}
 		return nil
-	}, in.compactions, in.compactionDebt, in.flushes, in.fsyncs, in.fsyncTime,
+	}, in.compactions, in.compactionDebt, in.compactionTime, in.compacted, in.flushes, in.fsyncs, in.fsyncTime,
 		in.diskUsage, in.memtable, in.blockCache, in.readAmp, in.stalls, in.stallTime)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: register pebble callback: %w", err)
@@ -154,6 +169,12 @@ func newPebbleInstruments(mp metric.MeterProvider) (*pebbleInstruments, metric.M
 	add(err)
 	in.compactionDebt, err = meter.Int64ObservableGauge(MetricPebbleCompactionDebt,
 		metric.WithUnit("By"), metric.WithDescription("Estimated bytes Pebble still has to compact."))
+	add(err)
+	in.compactionTime, err = meter.Float64ObservableCounter(MetricPebbleCompactionTime,
+		metric.WithUnit("s"), metric.WithDescription("Total time Pebble compactions ran, an ongoing compaction included."))
+	add(err)
+	in.compacted, err = meter.Int64ObservableCounter(MetricPebbleCompactionWritten,
+		metric.WithUnit("By"), metric.WithDescription("Bytes of tables Pebble compactions wrote."))
 	add(err)
 	in.flushes, err = meter.Int64ObservableCounter(MetricPebbleFlushes,
 		metric.WithUnit("{flush}"), metric.WithDescription("Pebble memtable flushes completed."))

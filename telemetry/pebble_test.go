@@ -29,7 +29,7 @@ func (l quietPebbleLogger) Fatalf(format string, args ...any) {
 }
 
 // openStore opens a real Pebble store in a temporary directory and writes n
-// synced keys, flushes and compacts them, and reads them back so that the
+// synced keys twice, flushing each time, compacts them, and reads them back so that the
 // block cache is populated.
 func openStore(t *testing.T, n int) *pebble.DB {
 	t.Helper()
@@ -40,13 +40,17 @@ func openStore(t *testing.T, n int) *pebble.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		if err := db.Set(fmt.Appendf(nil, "k%05d", i), []byte("value"), pebble.Sync); err != nil {
+	// Two flushes of the same keys: the compaction merges the two tables
+	// and writes one, rather than moving one table down.
+	for range 2 {
+		for i := range n {
+			if err := db.Set(fmt.Appendf(nil, "k%05d", i), []byte("value"), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Flush(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
 	}
 	if err := db.Compact(context.Background(), []byte("k"), []byte("l"), false); err != nil {
 		t.Fatal(err)
@@ -151,6 +155,14 @@ func TestObservePebbleReportsStoreMetrics(t *testing.T) {
 	}{
 		{telemetry.MetricPebbleCompactions, func(v float64) bool { return v >= 1 && v == float64(want.Compact.Count) }, "≥ 1 and = Compact.Count"},
 		{telemetry.MetricPebbleCompactionDebt, func(v float64) bool { return v >= 0 }, "≥ 0"},
+		// No compaction runs once openStore returns, so the time is the
+		// completed compactions' own.
+		{telemetry.MetricPebbleCompactionTime, func(v float64) bool { return v > 0 && v == want.Compact.Duration.Seconds() },
+			fmt.Sprintf("> 0 and = Compact.Duration (%v)", want.Compact.Duration)},
+		{telemetry.MetricPebbleCompactionWritten, func(v float64) bool {
+			total := want.Total()
+			return v > 0 && v == float64(total.TableBytesCompacted+total.BlobBytesCompacted)
+		}, "> 0 and = the bytes compactions wrote over all levels"},
 		{telemetry.MetricPebbleFlushes, func(v float64) bool { return v >= 1 && v == float64(want.Flush.Count) }, "≥ 1 and = Flush.Count"},
 		{telemetry.MetricPebbleWALFsyncs, func(v float64) bool { return v >= writes }, fmt.Sprintf("≥ %d synced writes", writes)},
 		{telemetry.MetricPebbleWALFsyncTime, func(v float64) bool { return v > 0 && v < 60 }, "in (0, 60) seconds"},
@@ -229,6 +241,7 @@ func TestObservePebblePrometheusNames(t *testing.T) {
 	labels := `{riffdb_database="orders",riffdb_store="archive"}`
 	for _, name := range []string{
 		"riffdb_pebble_compactions_total", "riffdb_pebble_compaction_debt_bytes", "riffdb_pebble_flushes_total",
+		"riffdb_pebble_compaction_time_seconds_total", "riffdb_pebble_compaction_written_bytes_total",
 		"riffdb_pebble_wal_fsyncs_total", "riffdb_pebble_wal_fsync_time_seconds_total", "riffdb_pebble_disk_usage_bytes",
 		"riffdb_pebble_memtable_size_bytes", "riffdb_pebble_block_cache_size_bytes", "riffdb_pebble_read_amplification",
 		"riffdb_pebble_write_stalls_total", "riffdb_pebble_write_stall_time_seconds_total",
