@@ -46,10 +46,11 @@
 //     holds the server's data (writes, bytes written, flushes and their
 //     time; /sys/dev/block/<device>/stat), and how long the server's
 //     goroutines waited, runnable, for a CPU (go_sched_latencies_seconds:
-//     its sum, its count and the waits over about 1 ms), so that a p99
+//     its sum, its count and the waits over about 1 ms) and how long each
+//     store's compactions ran and what they wrote, so that a p99
 //     that moved between two windows can be set against the server's CPU
-//     per event, the machine's load, the waits for a CPU and the disk's
-//     flush time in the same windows.
+//     per event, the machine's load, the waits for a CPU, the compactions
+//     and the disk's flush time in the same windows.
 //  5. Writes soak-<time>.csv (one row per sample, flushed as it goes, the
 //     lag buckets included so that the figures can be recomputed),
 //     soak-<time>.svg (one panel per series, drawn by this tool),
@@ -546,7 +547,8 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			CompactionsPrimary: nanValue, CompactionsArchive: nanValue, FsyncsPrimary: nanValue, FsyncsArchive: nanValue, FsyncSecondsPrimary: nanValue, FsyncSecondsArchive: nanValue,
 			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue, StallSecondsPrimary: nanValue, StallSecondsArchive: nanValue,
 			ServerCPUSeconds: nanValue, DiskWrites: nanValue, DiskWrittenBytes: nanValue, DiskWriteSeconds: nanValue, DiskFlushes: nanValue, DiskFlushSeconds: nanValue,
-			SchedWaitSeconds: nanValue, SchedWaits: nanValue, SchedWaitsSlow: nanValue}
+			SchedWaitSeconds: nanValue, SchedWaits: nanValue, SchedWaitsSlow: nanValue,
+			CompactionSecondsPrimary: nanValue, CompactionSecondsArchive: nanValue, CompactedBytesPrimary: nanValue, CompactedBytesArchive: nanValue}
 		s.MachineBusySeconds, s.MachineSeconds, _ = machineCPU()
 		if disk != "" {
 			if d, err := readDisk(disk); err == nil {
@@ -581,6 +583,10 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 				{"riffdb_pebble_wal_fsync_time_seconds_total", "archive", &s.FsyncSecondsArchive},
 				{"riffdb_pebble_write_stall_time_seconds_total", "primary", &s.StallSecondsPrimary},
 				{"riffdb_pebble_write_stall_time_seconds_total", "archive", &s.StallSecondsArchive},
+				{"riffdb_pebble_compaction_time_seconds_total", "primary", &s.CompactionSecondsPrimary},
+				{"riffdb_pebble_compaction_time_seconds_total", "archive", &s.CompactionSecondsArchive},
+				{"riffdb_pebble_compaction_written_bytes_total", "primary", &s.CompactedBytesPrimary},
+				{"riffdb_pebble_compaction_written_bytes_total", "archive", &s.CompactedBytesArchive},
 			} {
 				if v, ok := sum(ss, c.name, map[string]string{"riffdb_store": c.store}); ok {
 					*c.into = v

@@ -106,6 +106,13 @@ type Sample struct {
 	// SchedWaitSeconds divided by its length is the mean number of
 	// goroutines waiting for a CPU.
 	SchedWaitSeconds, SchedWaits, SchedWaitsSlow float64
+	// CompactionSeconds* and CompactedBytes* are the cumulative
+	// riffdb_pebble_compaction_time_seconds_total and
+	// riffdb_pebble_compaction_written_bytes_total of each store: over an
+	// interval, the share of its time a compaction ran and what compactions
+	// wrote, which grow as the store does.
+	CompactionSecondsPrimary, CompactionSecondsArchive float64
+	CompactedBytesPrimary, CompactedBytesArchive       float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -136,14 +143,16 @@ var laterColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_b
 	"write_stall_seconds_primary", "write_stall_seconds_archive",
 	"server_cpu_seconds", "machine_cpu_busy_seconds", "machine_cpu_seconds",
 	"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds",
-	"sched_wait_seconds", "sched_waits", "sched_waits_slow"}
+	"sched_wait_seconds", "sched_waits", "sched_waits_slow",
+	"compaction_seconds_primary", "compaction_seconds_archive", "compacted_bytes_primary", "compacted_bytes_archive"}
 
 // laterFields are the fields of s that laterColumns hold, in their order.
 func (s *Sample) laterFields() []*float64 {
 	return []*float64{&s.CHeapRSS, &s.FileRSS, &s.GoRetained, &s.CHeapFree, &s.StallSecondsPrimary, &s.StallSecondsArchive,
 		&s.ServerCPUSeconds, &s.MachineBusySeconds, &s.MachineSeconds,
 		&s.DiskWrites, &s.DiskWrittenBytes, &s.DiskWriteSeconds, &s.DiskFlushes, &s.DiskFlushSeconds,
-		&s.SchedWaitSeconds, &s.SchedWaits, &s.SchedWaitsSlow}
+		&s.SchedWaitSeconds, &s.SchedWaits, &s.SchedWaitsSlow,
+		&s.CompactionSecondsPrimary, &s.CompactionSecondsArchive, &s.CompactedBytesPrimary, &s.CompactedBytesArchive}
 }
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in

@@ -182,7 +182,8 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 			StallSecondsPrimary: x / 100, StallSecondsArchive: x / 50,
 			ServerCPUSeconds: x / 4, MachineBusySeconds: x * 1.2, MachineSeconds: x * 2,
 			DiskWrites: x * 2000, DiskWrittenBytes: x * 1e7, DiskWriteSeconds: x / 5, DiskFlushes: x * 1000, DiskFlushSeconds: x / 10,
-			SchedWaitSeconds: x / 20, SchedWaits: x * 3000, SchedWaitsSlow: x * 3}
+			SchedWaitSeconds: x / 20, SchedWaits: x * 3000, SchedWaitsSlow: x * 3,
+			CompactionSecondsPrimary: x / 40, CompactionSecondsArchive: x / 80, CompactedBytesPrimary: x * 1e6, CompactedBytesArchive: x * 2e6}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -276,7 +277,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	head, _, _ := strings.Cut(buf.String(), "\n")
 	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes,write_stall_seconds_primary,write_stall_seconds_archive," +
 		"server_cpu_seconds,machine_cpu_busy_seconds,machine_cpu_seconds,disk_writes,disk_written_bytes,disk_write_seconds,disk_flushes,disk_flush_seconds," +
-		"sched_wait_seconds,sched_waits,sched_waits_slow"; head != want {
+		"sched_wait_seconds,sched_waits,sched_waits_slow,compaction_seconds_primary,compaction_seconds_archive,compacted_bytes_primary,compacted_bytes_archive"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
@@ -297,7 +298,9 @@ func TestCSVRoundTrip(t *testing.T) {
 			!same(a.ServerCPUSeconds, b.ServerCPUSeconds) || !same(a.MachineBusySeconds, b.MachineBusySeconds) || !same(a.MachineSeconds, b.MachineSeconds) ||
 			!same(a.DiskWrites, b.DiskWrites) || !same(a.DiskWrittenBytes, b.DiskWrittenBytes) || !same(a.DiskWriteSeconds, b.DiskWriteSeconds) ||
 			!same(a.DiskFlushes, b.DiskFlushes) || !same(a.DiskFlushSeconds, b.DiskFlushSeconds) ||
-			!same(a.SchedWaitSeconds, b.SchedWaitSeconds) || !same(a.SchedWaits, b.SchedWaits) || !same(a.SchedWaitsSlow, b.SchedWaitsSlow) {
+			!same(a.SchedWaitSeconds, b.SchedWaitSeconds) || !same(a.SchedWaits, b.SchedWaits) || !same(a.SchedWaitsSlow, b.SchedWaitsSlow) ||
+			!same(a.CompactionSecondsPrimary, b.CompactionSecondsPrimary) || !same(a.CompactionSecondsArchive, b.CompactionSecondsArchive) ||
+			!same(a.CompactedBytesPrimary, b.CompactedBytesPrimary) || !same(a.CompactedBytesArchive, b.CompactedBytesArchive) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
@@ -341,6 +344,12 @@ func TestCSVRoundTrip(t *testing.T) {
 				"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds"},
 			[]string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"},
 			unknownAfter(nan, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18)},
+		{"with the scheduling columns and no compaction columns (2026-12-05 11:20 to 12:00)",
+			[]string{"lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
+				"write_stall_seconds_primary", "write_stall_seconds_archive", "server_cpu_seconds", "machine_cpu_busy_seconds", "machine_cpu_seconds",
+				"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds", "sched_wait_seconds", "sched_waits", "sched_waits_slow"},
+			[]string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21"},
+			unknownAfter(nan, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21)},
 	} {
 		var old bytes.Buffer
 		cw := csv.NewWriter(&old)
@@ -987,6 +996,12 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 	// 0.2 s a second with 0.5 % slow.
 	cumulative(samples, w, func(s *Sample) *float64 { return &s.SchedWaitSeconds }, 0.05, 0.2)
 	cumulative(samples, w, func(s *Sample) *float64 { return &s.SchedWaitsSlow }, 3, 15)
+	// The primary's compactions run 2.5 % of the time, then 10 %, writing
+	// 1 MB/s, then 4 MB/s; one interval of the last window has its
+	// compaction time unknown.
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.CompactionSecondsPrimary }, 0.025, 0.1)
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.CompactedBytesPrimary }, 1e6, 4e6)
+	samples[len(samples)-2].CompactionSecondsPrimary = math.NaN()
 	samples[len(samples)-3].ServerCPUSeconds = math.NaN()
 	samples[len(samples)-3].DiskFlushSeconds = math.NaN()
 	samples[len(samples)-3].SchedWaits = math.NaN()
@@ -994,6 +1009,8 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 	for _, want := range []string{
 		"per event delivered, the server's CPU (commands included), baseline and last window: 25000 and 30000 µs; the machine's CPUs busy 60% and 60%",
 		"the server's goroutines waiting for a CPU (go_sched_latencies_seconds), baseline and last window: 0.05 and 0.20 on average, 0.10% and 0.50% of the waits over about 1 ms",
+		"the primary's compactions, baseline and last window: running 2.5% and 10.0% of the time, writing 1.00 and 4.00 MB/s",
+		"the archive's compactions, baseline and last window: running 1.2% and 1.2% of the time, writing 2.00 and 2.00 MB/s",
 		"the data's disk: flushes 0.100 and 0.150 ms each (1000 and 1000 a second), 10.0 and 10.0 MB/s written",
 	} {
 		if !strings.Contains(note, want) {
@@ -1002,9 +1019,10 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 	}
 	for i := range samples {
 		samples[i].ServerCPUSeconds, samples[i].DiskFlushes, samples[i].SchedWaitSeconds = math.NaN(), math.NaN(), math.NaN()
+		samples[i].CompactionSecondsPrimary, samples[i].CompactedBytesArchive = math.NaN(), math.NaN()
 	}
 	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "server's CPU") || strings.Contains(note, "disk:") ||
-		strings.Contains(note, "waiting for a CPU") {
+		strings.Contains(note, "waiting for a CPU") || strings.Contains(note, "compactions,") {
 		t.Errorf("without CPU and disk figures the note says %q", note)
 	}
 }

@@ -224,6 +224,22 @@ func p99Target(samples []Sample, w Windows) Target {
 			"from about half the time in syncs, the worker has little left for the rest of each delivery, and the p99 follows the disk)",
 			b.meanMs, l.meanMs, b.share*100, l.share*100, b.busy, b.intervals, l.busy, l.intervals, busyShare*100)
 	}
+	for _, st := range []struct {
+		name         string
+		secs, copied func(Sample) float64
+	}{
+		{"primary", func(s Sample) float64 { return s.CompactionSecondsPrimary }, func(s Sample) float64 { return s.CompactedBytesPrimary }},
+		{"archive", func(s Sample) float64 { return s.CompactionSecondsArchive }, func(s Sample) float64 { return s.CompactedBytesArchive }},
+	} {
+		bs, ok1 := perSecond(samples, w.BaseStart, w.BaseEnd, st.secs)
+		ls, ok2 := perSecond(samples, w.LastStart, w.Total, st.secs)
+		bb, ok3 := perSecond(samples, w.BaseStart, w.BaseEnd, st.copied)
+		lb, ok4 := perSecond(samples, w.LastStart, w.Total, st.copied)
+		if ok1 && ok2 && ok3 && ok4 {
+			t.Note += fmt.Sprintf("; the %s's compactions, baseline and last window: running %.1f%% and %.1f%% of the time, writing %.2f and %.2f MB/s",
+				st.name, bs*100, ls*100, bb/1e6, lb/1e6)
+		}
+	}
 	b, l := hostCost(samples, w.BaseStart, w.BaseEnd), hostCost(samples, w.LastStart, w.Total)
 	if b.cpuOK && l.cpuOK {
 		t.Note += fmt.Sprintf("; per event delivered, the server's CPU (commands included), baseline and last window: %.0f and %.0f µs; "+
@@ -306,6 +322,23 @@ func change(samples []Sample, from, to time.Duration, f func(Sample) float64) (s
 		}
 	}
 	return sum, ok
+}
+
+// perSecond is f's change per second over the sampling intervals that end
+// in (from, to], leaving out those with f unknown at either end, and their
+// time; ok is false when none is left.
+func perSecond(samples []Sample, from, to time.Duration, f func(Sample) float64) (rate float64, ok bool) {
+	var sum, span float64
+	for i := 1; i < len(samples); i++ {
+		d := f(samples[i]) - f(samples[i-1])
+		if in(samples[i].Elapsed, from, to) && !math.IsNaN(d) {
+			sum, span = sum+d, span+(samples[i].Elapsed-samples[i-1].Elapsed).Seconds()
+		}
+	}
+	if span == 0 {
+		return 0, false
+	}
+	return sum / span, true
 }
 
 // busyShare is the share of an interval's time in the archive's WAL syncs
