@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkMultiDBProcs measures what the server's GOMAXPROCS
-// (internal/procs: two per database, at least the CPUs, at most 4 × the
+// (internal/procs: the CPUs and two per database, at most 4 × the
 // CPUs) does against the runtime's default (the CPUs), for N = 4, 16 and 32
 // databases in one server process, interleaved in time in the same process
 // (runtime.GOMAXPROCS is switched at the start of every slice), so that the

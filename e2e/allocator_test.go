@@ -68,16 +68,16 @@ func TestServerRunsOnOneMallocArena(t *testing.T) {
 	p.stop()
 }
 
-// TestServerSetsGoMaxProcs: the real binary runs with two Ps per database,
-// at least the CPUs (internal/procs), says so in its startup log, and keeps
-// an operator's GOMAXPROCS. It serves one more database than half the CPUs,
-// the fewest for which the server's choice differs from the runtime's.
+// TestServerSetsGoMaxProcs: the real binary runs with a P per CPU and two
+// per database (internal/procs), says so in its startup log, and keeps an
+// operator's GOMAXPROCS. It serves one database: from one database on, the
+// server's choice differs from the runtime's.
 func TestServerSetsGoMaxProcs(t *testing.T) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		t.Skip("the environment sets GOMAXPROCS")
 	}
 	e := newEnv(t, envOpts{})
-	n := procs.Base()/2 + 1
+	n := 1
 	cfg := fmt.Sprintf(`
 [server]
 listen = "127.0.0.1:0"
