@@ -109,6 +109,13 @@ func Primary() (dashboard.Dashboard, error) {
 			},
 		})).
 		WithPanel(graph(panel{
+			title: "Time compacting", unit: "percentunit", w: 12, h: 8,
+			description: "How much of a CPU do compactions take? Compactions running on average per store (1 = one compaction all the time); " +
+				"each keeps a CPU busy for most of its run, so on few cores this is CPU taken from commits and deliveries. " +
+				"A share that keeps rising at a steady write rate: each compaction rewrites more as the store grows. No alert.",
+			targets: []target{q(`sum by (`+byStore+`) (rate(riffdb_pebble_compaction_time_seconds_total{`+sel+`}[$__rate_interval]))`, "{{instance}} {{riffdb_database}} {{riffdb_store}}")},
+		})).
+		WithPanel(graph(panel{
 			title: "Store size on disk", unit: "bytes", w: 12, h: 8,
 			description: "How much disk does each store use? Logical size of live and obsolete Pebble files per store (WAL preallocation excluded). " +
 				"No alert: watch filesystem free space with a node exporter; for the archive quota see RiffdbArchiveQuotaHigh.",
@@ -144,6 +151,13 @@ func Primary() (dashboard.Dashboard, error) {
 			description: "How much CPU does the server use? CPU seconds per second (1 = one core). " +
 				"No alert.",
 			targets: []target{q(`sum by (instance) (rate(process_cpu_seconds_total{`+inst+`}[$__rate_interval]))`, "{{instance}}")},
+		})).
+		WithPanel(graph(panel{
+			title: "Goroutines waiting for a CPU", unit: "short", w: 12, h: 8,
+			description: "Is the server short of CPU? Goroutines waiting, runnable, for a CPU on average (go_sched_latencies_seconds). " +
+				"Deliveries and commits are chains of steps that each wait here: waits grow, and the commit→archived p99 with them, " +
+				"while a compaction or a burst of commands holds the CPUs, before the CPU panel looks busy. No alert.",
+			targets: []target{q(`sum by (instance) (rate(go_sched_latencies_seconds_sum{`+inst+`}[$__rate_interval]))`, "{{instance}}")},
 		})).
 		WithPanel(graph(panel{
 			title: "Open file descriptors", unit: "short", w: 12, h: 8,
