@@ -23,7 +23,7 @@
 // again with the soak's load, which leaves the CPUs about 60 % busy, 4 Ps
 // gave a commit→archived p99 of 4.15 and 4.73 ms against 6.90 and 5.07 ms
 // (two alternating pairs of 8-minute soaks), a fifth of the waits for a CPU
-// over 0.92 ms, and 8 % less CPU per event; in the drain benchmark 1.17×
+// over 0.92 ms, and 8 % less CPU per event; in the drain benchmark 1.13×
 // the commits, 0.91× the CPU per event and 0.97× the delivery (six pairs,
 // the delivery still 0.96–1.09× of a raw writer; docs/benchmarks.md, "The
 // soak"). From four databases on 2 CPUs the cap gives 8, as before. An
