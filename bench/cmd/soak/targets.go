@@ -315,30 +315,31 @@ func hostCost(samples []Sample, from, to time.Duration) host {
 // to], leaving out those with f unknown at either end; ok is false when
 // none is left (a record written before f was).
 func change(samples []Sample, from, to time.Duration, f func(Sample) float64) (sum float64, ok bool) {
-	for i := 1; i < len(samples); i++ {
-		d := f(samples[i]) - f(samples[i-1])
-		if in(samples[i].Elapsed, from, to) && !math.IsNaN(d) {
-			sum, ok = sum+d, true
-		}
-	}
-	return sum, ok
+	sum, _, n := changeOver(samples, from, to, f)
+	return sum, n > 0
 }
 
-// perSecond is f's change per second over the sampling intervals that end
-// in (from, to], leaving out those with f unknown at either end, and their
-// time; ok is false when none is left.
+// perSecond is f's change per second over the same intervals as change,
+// divided by their time alone.
 func perSecond(samples []Sample, from, to time.Duration, f func(Sample) float64) (rate float64, ok bool) {
-	var sum, span float64
-	for i := 1; i < len(samples); i++ {
-		d := f(samples[i]) - f(samples[i-1])
-		if in(samples[i].Elapsed, from, to) && !math.IsNaN(d) {
-			sum, span = sum+d, span+(samples[i].Elapsed-samples[i-1].Elapsed).Seconds()
-		}
-	}
+	sum, span, _ := changeOver(samples, from, to, f)
 	if span == 0 {
 		return 0, false
 	}
 	return sum / span, true
+}
+
+// changeOver returns f's change summed over the sampling intervals that end
+// in (from, to] with f known at both ends, those intervals' time in
+// seconds, and how many they are.
+func changeOver(samples []Sample, from, to time.Duration, f func(Sample) float64) (sum, span float64, n int) {
+	for i := 1; i < len(samples); i++ {
+		d := f(samples[i]) - f(samples[i-1])
+		if in(samples[i].Elapsed, from, to) && !math.IsNaN(d) {
+			sum, span, n = sum+d, span+(samples[i].Elapsed-samples[i-1].Elapsed).Seconds(), n+1
+		}
+	}
+	return sum, span, n
 }
 
 // busyShare is the share of an interval's time in the archive's WAL syncs
