@@ -46,11 +46,13 @@
 //     holds the server's data (writes, bytes written, flushes and their
 //     time; /sys/dev/block/<device>/stat), and how long the server's
 //     goroutines waited, runnable, for a CPU (go_sched_latencies_seconds:
-//     its sum, its count and the waits over about 1 ms) and how long each
-//     store's compactions ran and what they wrote, so that a p99
-//     that moved between two windows can be set against the server's CPU
-//     per event, the machine's load, the waits for a CPU, the compactions
-//     and the disk's flush time in the same windows.
+//     its sum, its count and the waits over about 1 ms), how long each
+//     store's compactions ran and what they wrote, and how many archive
+//     transactions took over 5 ms (riffdb_archive_txn_duration_seconds),
+//     so that a p99 that moved between two windows can be set against the
+//     server's CPU per event, the machine's load, the waits for a CPU, the
+//     compactions, the stalled syncs and the disk's flush time in the same
+//     windows.
 //  5. Writes soak-<time>.csv (one row per sample, flushed as it goes, the
 //     lag buckets included so that the figures can be recomputed),
 //     soak-<time>.svg (one panel per series, drawn by this tool),
@@ -548,7 +550,8 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 			CHeapRSS: nanValue, FileRSS: nanValue, GoRetained: nanValue, CHeapFree: nanValue, StallSecondsPrimary: nanValue, StallSecondsArchive: nanValue,
 			ServerCPUSeconds: nanValue, DiskWrites: nanValue, DiskWrittenBytes: nanValue, DiskWriteSeconds: nanValue, DiskFlushes: nanValue, DiskFlushSeconds: nanValue,
 			SchedWaitSeconds: nanValue, SchedWaits: nanValue, SchedWaitsSlow: nanValue,
-			CompactionSecondsPrimary: nanValue, CompactionSecondsArchive: nanValue, CompactedBytesPrimary: nanValue, CompactedBytesArchive: nanValue}
+			CompactionSecondsPrimary: nanValue, CompactionSecondsArchive: nanValue, CompactedBytesPrimary: nanValue, CompactedBytesArchive: nanValue,
+			ArchiveTxns: nanValue, ArchiveTxnsSlow: nanValue}
 		s.MachineBusySeconds, s.MachineSeconds, _ = machineCPU()
 		if disk != "" {
 			if d, err := readDisk(disk); err == nil {
@@ -610,6 +613,7 @@ func soak(ctx context.Context, srv *process, o options, perCommand float64, csvO
 				s.CHeapFree = v
 			}
 			s.SchedWaitSeconds, s.SchedWaits, s.SchedWaitsSlow = schedWaits(ss)
+			s.ArchiveTxns, s.ArchiveTxnsSlow = archiveTxns(ss)
 			if v, ok := blockCaches(ss); ok {
 				s.BlockCache = v
 			}

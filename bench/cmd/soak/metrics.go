@@ -143,23 +143,47 @@ const slowSchedWait = 0.001
 // latency histogram, and how many of its waits were longer than its
 // largest bound at or below slowSchedWait; NaN when the scrape lacks it.
 func schedWaits(ss []series) (seconds, waits, slow float64) {
-	seconds, waits, slow = math.NaN(), math.NaN(), math.NaN()
-	if v, ok := sum(ss, schedMetric+"_sum", nil); ok {
+	return beyond(ss, schedMetric, slowSchedWait)
+}
+
+// archiveTxnMetric is the duration of one archive transaction, from its
+// read phase to its synced commit (the archive's WAL fdatasync).
+const archiveTxnMetric = "riffdb_archive_txn_duration_seconds"
+
+// slowArchiveTxn is the duration from which archiveTxns counts a
+// transaction as slow: ten or more times its usual time on a disk that
+// syncs in well under a millisecond, a sync stalled behind something else.
+const slowArchiveTxn = 0.005
+
+// archiveTxns returns the count of the server's archive transactions and
+// how many took longer than the largest bound at or below slowArchiveTxn
+// (5 ms with telemetry.DurationBuckets); NaN when the scrape lacks them.
+func archiveTxns(ss []series) (txns, slow float64) {
+	_, txns, slow = beyond(ss, archiveTxnMetric, slowArchiveTxn)
+	return txns, slow
+}
+
+// beyond returns the sum and the count of histogram metric, and how many
+// of its observations were above its largest bound at or below threshold;
+// NaN for what the scrape lacks.
+func beyond(ss []series, metric string, threshold float64) (seconds, count, slow float64) {
+	seconds, count, slow = math.NaN(), math.NaN(), math.NaN()
+	if v, ok := sum(ss, metric+"_sum", nil); ok {
 		seconds = v
 	}
-	h, err := histogramOf(ss, schedMetric, nil)
+	h, err := histogramOf(ss, metric, nil)
 	if err != nil || len(h) == 0 {
-		return seconds, waits, slow
+		return seconds, count, slow
 	}
-	waits = h.count()
+	count = h.count()
 	bound := math.Inf(-1)
 	for b := range h {
-		if b <= slowSchedWait && b > bound {
+		if b <= threshold && b > bound {
 			bound = b
 		}
 	}
 	if !math.IsInf(bound, -1) {
-		slow = waits - h[bound]
+		slow = count - h[bound]
 	}
-	return seconds, waits, slow
+	return seconds, count, slow
 }

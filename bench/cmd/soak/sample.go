@@ -113,6 +113,11 @@ type Sample struct {
 	// wrote, which grow as the store does.
 	CompactionSecondsPrimary, CompactionSecondsArchive float64
 	CompactedBytesPrimary, CompactedBytesArchive       float64
+	// ArchiveTxns and ArchiveTxnsSlow are the cumulative count of the
+	// server's archive transactions (riffdb_archive_txn_duration_seconds)
+	// and of those that took longer than 5 ms: one event each, so over an
+	// interval they say how many deliveries waited on a stalled sync.
+	ArchiveTxns, ArchiveTxnsSlow float64
 	// Lag holds the commit→archived lag observations of the interval that
 	// ends at this sample: the change of the server's
 	// riffdb_outbox_delivery_lag_seconds histogram since the previous
@@ -144,7 +149,8 @@ var laterColumns = []string{"c_heap_rss_bytes", "rss_file_bytes", "go_retained_b
 	"server_cpu_seconds", "machine_cpu_busy_seconds", "machine_cpu_seconds",
 	"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds",
 	"sched_wait_seconds", "sched_waits", "sched_waits_slow",
-	"compaction_seconds_primary", "compaction_seconds_archive", "compacted_bytes_primary", "compacted_bytes_archive"}
+	"compaction_seconds_primary", "compaction_seconds_archive", "compacted_bytes_primary", "compacted_bytes_archive",
+	"archive_txns", "archive_txns_slow"}
 
 // laterFields are the fields of s that laterColumns hold, in their order.
 func (s *Sample) laterFields() []*float64 {
@@ -152,7 +158,8 @@ func (s *Sample) laterFields() []*float64 {
 		&s.ServerCPUSeconds, &s.MachineBusySeconds, &s.MachineSeconds,
 		&s.DiskWrites, &s.DiskWrittenBytes, &s.DiskWriteSeconds, &s.DiskFlushes, &s.DiskFlushSeconds,
 		&s.SchedWaitSeconds, &s.SchedWaits, &s.SchedWaitsSlow,
-		&s.CompactionSecondsPrimary, &s.CompactionSecondsArchive, &s.CompactedBytesPrimary, &s.CompactedBytesArchive}
+		&s.CompactionSecondsPrimary, &s.CompactionSecondsArchive, &s.CompactedBytesPrimary, &s.CompactedBytesArchive,
+		&s.ArchiveTxns, &s.ArchiveTxnsSlow}
 }
 
 // lagColumnPrefix starts the name of each lag bucket column; the bound in

@@ -101,6 +101,34 @@ go_sched_latencies_seconds_count 1000
 	if secs, waits, slow := schedWaits(ss); secs != 0.25 || waits != 1000 || slow != 10 {
 		t.Fatalf("schedWaits = %v, %v, %v; want 0.25, 1000, 10", secs, waits, slow)
 	}
+	if txns, slow := archiveTxns(ss); !math.IsNaN(txns) || !math.IsNaN(slow) {
+		t.Fatalf("archiveTxns of a scrape without the histogram = %v, %v; want NaN", txns, slow)
+	}
+	// The archive's transactions, of two databases, with the server's
+	// duration buckets: the slow ones are those above the 5-ms bound.
+	const txns = `# TYPE riffdb_archive_txn_duration_seconds histogram
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="a",le="0.001"} 900
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="a",le="0.0025"} 950
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="a",le="0.005"} 990
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="a",le="0.01"} 996
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="a",le="+Inf"} 1000
+riffdb_archive_txn_duration_seconds_sum{riffdb_database="a"} 1.5
+riffdb_archive_txn_duration_seconds_count{riffdb_database="a"} 1000
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="b",le="0.001"} 10
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="b",le="0.0025"} 10
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="b",le="0.005"} 10
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="b",le="0.01"} 11
+riffdb_archive_txn_duration_seconds_bucket{riffdb_database="b",le="+Inf"} 12
+riffdb_archive_txn_duration_seconds_sum{riffdb_database="b"} 0.1
+riffdb_archive_txn_duration_seconds_count{riffdb_database="b"} 12
+`
+	ss, err = parseExposition(strings.NewReader(txns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txns, slow := archiveTxns(ss); txns != 1012 || slow != 12 {
+		t.Fatalf("archiveTxns = %v, %v; want 1012, 12", txns, slow)
+	}
 	ss, err = parseExposition(strings.NewReader(exposition))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +211,8 @@ func synthetic(total time.Duration, rss, gor, fds func(float64) float64, lag fun
 			ServerCPUSeconds: x / 4, MachineBusySeconds: x * 1.2, MachineSeconds: x * 2,
 			DiskWrites: x * 2000, DiskWrittenBytes: x * 1e7, DiskWriteSeconds: x / 5, DiskFlushes: x * 1000, DiskFlushSeconds: x / 10,
 			SchedWaitSeconds: x / 20, SchedWaits: x * 3000, SchedWaitsSlow: x * 3,
-			CompactionSecondsPrimary: x / 40, CompactionSecondsArchive: x / 80, CompactedBytesPrimary: x * 1e6, CompactedBytesArchive: x * 2e6}
+			CompactionSecondsPrimary: x / 40, CompactionSecondsArchive: x / 80, CompactedBytesPrimary: x * 1e6, CompactedBytesArchive: x * 2e6,
+			ArchiveTxns: x * 100, ArchiveTxnsSlow: x / 10}
 		if t > 0 {
 			s.Lag = lag(x)
 		}
@@ -277,7 +306,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	head, _, _ := strings.Cut(buf.String(), "\n")
 	if want := "elapsed_s,rss_bytes,goroutines,open_fds,open_sockets,open_tables,compaction_debt_primary_bytes,compaction_debt_archive_bytes,memtable_bytes,heap_inuse_bytes,block_cache_bytes,pending,requests,compactions_primary,compactions_archive,wal_fsyncs_primary,wal_fsyncs_archive,wal_fsync_seconds_primary,wal_fsync_seconds_archive,lag_count,lag_p50_ms,lag_p99_ms,lag_le_0.001,lag_le_0.01,lag_le_0.1,lag_le_+Inf,c_heap_rss_bytes,rss_file_bytes,go_retained_bytes,c_heap_free_bytes,write_stall_seconds_primary,write_stall_seconds_archive," +
 		"server_cpu_seconds,machine_cpu_busy_seconds,machine_cpu_seconds,disk_writes,disk_written_bytes,disk_write_seconds,disk_flushes,disk_flush_seconds," +
-		"sched_wait_seconds,sched_waits,sched_waits_slow,compaction_seconds_primary,compaction_seconds_archive,compacted_bytes_primary,compacted_bytes_archive"; head != want {
+		"sched_wait_seconds,sched_waits,sched_waits_slow,compaction_seconds_primary,compaction_seconds_archive,compacted_bytes_primary,compacted_bytes_archive,archive_txns,archive_txns_slow"; head != want {
 		t.Fatalf("header\n%s\nwant\n%s", head, want)
 	}
 	if !strings.Contains(buf.String(), "\n10.000,104857600,50,20,5,8,1048576,2097152,4194304,6291456,7340032,3,100,1,2,10,20,0.01,0.02,100,1,") {
@@ -300,7 +329,8 @@ func TestCSVRoundTrip(t *testing.T) {
 			!same(a.DiskFlushes, b.DiskFlushes) || !same(a.DiskFlushSeconds, b.DiskFlushSeconds) ||
 			!same(a.SchedWaitSeconds, b.SchedWaitSeconds) || !same(a.SchedWaits, b.SchedWaits) || !same(a.SchedWaitsSlow, b.SchedWaitsSlow) ||
 			!same(a.CompactionSecondsPrimary, b.CompactionSecondsPrimary) || !same(a.CompactionSecondsArchive, b.CompactionSecondsArchive) ||
-			!same(a.CompactedBytesPrimary, b.CompactedBytesPrimary) || !same(a.CompactedBytesArchive, b.CompactedBytesArchive) {
+			!same(a.CompactedBytesPrimary, b.CompactedBytesPrimary) || !same(a.CompactedBytesArchive, b.CompactedBytesArchive) ||
+			!same(a.ArchiveTxns, b.ArchiveTxns) || !same(a.ArchiveTxnsSlow, b.ArchiveTxnsSlow) {
 			t.Fatalf("sample %d: wrote %+v, read %+v", i, a, b)
 		}
 		for bound, v := range a.Lag {
@@ -350,6 +380,13 @@ func TestCSVRoundTrip(t *testing.T) {
 				"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds", "sched_wait_seconds", "sched_waits", "sched_waits_slow"},
 			[]string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21"},
 			unknownAfter(nan, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21)},
+		{"with the compaction columns and no archive transaction columns (2026-12-05 12:00 to 14:40)",
+			[]string{"lag_le_+Inf", "c_heap_rss_bytes", "rss_file_bytes", "go_retained_bytes", "c_heap_free_bytes",
+				"write_stall_seconds_primary", "write_stall_seconds_archive", "server_cpu_seconds", "machine_cpu_busy_seconds", "machine_cpu_seconds",
+				"disk_writes", "disk_written_bytes", "disk_write_seconds", "disk_flushes", "disk_flush_seconds", "sched_wait_seconds", "sched_waits", "sched_waits_slow",
+				"compaction_seconds_primary", "compaction_seconds_archive", "compacted_bytes_primary", "compacted_bytes_archive"},
+			[]string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24", "25"},
+			unknownAfter(nan, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25)},
 	} {
 		var old bytes.Buffer
 		cw := csv.NewWriter(&old)
@@ -1002,6 +1039,12 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 	cumulative(samples, w, func(s *Sample) *float64 { return &s.CompactionSecondsPrimary }, 0.025, 0.1)
 	cumulative(samples, w, func(s *Sample) *float64 { return &s.CompactedBytesPrimary }, 1e6, 4e6)
 	samples[len(samples)-2].CompactionSecondsPrimary = math.NaN()
+	// 100 archive transactions an interval (one per delivery), 1 and then 3
+	// of them over 5 ms in each; one interval of the last window has them
+	// unknown.
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.ArchiveTxns }, 10, 10)
+	cumulative(samples, w, func(s *Sample) *float64 { return &s.ArchiveTxnsSlow }, 0.1, 0.3)
+	samples[len(samples)-4].ArchiveTxns, samples[len(samples)-4].ArchiveTxnsSlow = math.NaN(), math.NaN()
 	samples[len(samples)-3].ServerCPUSeconds = math.NaN()
 	samples[len(samples)-3].DiskFlushSeconds = math.NaN()
 	samples[len(samples)-3].SchedWaits = math.NaN()
@@ -1012,6 +1055,7 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 		"the primary's compactions, baseline and last window: running 2.5% and 10.0% of the time, writing 1.00 and 4.00 MB/s",
 		"the archive's compactions, baseline and last window: running 1.2% and 1.2% of the time, writing 2.00 and 2.00 MB/s",
 		"the data's disk: flushes 0.100 and 0.150 ms each (1000 and 1000 a second), 10.0 and 10.0 MB/s written",
+		"archive transactions over 5 ms (a stalled sync), baseline and last window: 5 and 9, 1.000% and 3.000% of them",
 	} {
 		if !strings.Contains(note, want) {
 			t.Errorf("note %q\nwant it to contain %q", note, want)
@@ -1020,9 +1064,10 @@ func TestP99NoteSaysWhatTheServerAndTheDiskSpent(t *testing.T) {
 	for i := range samples {
 		samples[i].ServerCPUSeconds, samples[i].DiskFlushes, samples[i].SchedWaitSeconds = math.NaN(), math.NaN(), math.NaN()
 		samples[i].CompactionSecondsPrimary, samples[i].CompactedBytesArchive = math.NaN(), math.NaN()
+		samples[i].ArchiveTxnsSlow = math.NaN()
 	}
 	if note := targetsByName(evaluate(samples, total))["commit→archived"].Note; strings.Contains(note, "server's CPU") || strings.Contains(note, "disk:") ||
-		strings.Contains(note, "waiting for a CPU") || strings.Contains(note, "compactions,") {
+		strings.Contains(note, "waiting for a CPU") || strings.Contains(note, "compactions,") || strings.Contains(note, "archive transactions") {
 		t.Errorf("without CPU and disk figures the note says %q", note)
 	}
 }

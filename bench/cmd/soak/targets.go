@@ -240,6 +240,14 @@ func p99Target(samples []Sample, w Windows) Target {
 				st.name, bs*100, ls*100, bb/1e6, lb/1e6)
 		}
 	}
+	bt, ok1 := change(samples, w.BaseStart, w.BaseEnd, func(s Sample) float64 { return s.ArchiveTxns })
+	bs, ok2 := change(samples, w.BaseStart, w.BaseEnd, func(s Sample) float64 { return s.ArchiveTxnsSlow })
+	lt, ok3 := change(samples, w.LastStart, w.Total, func(s Sample) float64 { return s.ArchiveTxns })
+	ls, ok4 := change(samples, w.LastStart, w.Total, func(s Sample) float64 { return s.ArchiveTxnsSlow })
+	if ok1 && ok2 && ok3 && ok4 && bt > 0 && lt > 0 {
+		t.Note += fmt.Sprintf("; archive transactions over 5 ms (a stalled sync), baseline and last window: %.0f and %.0f, %.3f%% and %.3f%% of them",
+			bs, ls, bs/bt*100, ls/lt*100)
+	}
 	b, l := hostCost(samples, w.BaseStart, w.BaseEnd), hostCost(samples, w.LastStart, w.Total)
 	if b.cpuOK && l.cpuOK {
 		t.Note += fmt.Sprintf("; per event delivered, the server's CPU (commands included), baseline and last window: %.0f and %.0f µs; "+
