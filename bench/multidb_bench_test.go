@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,7 +41,8 @@ const rawSlice = time.Second
 
 // BenchmarkMultiDB measures N databases in one server process (server.New:
 // N primaries, N archives and N outbox workers sharing one memory budget,
-// every store on the same disk), for N = 1, 4, 16 and 32:
+// every store on the same disk), for N = 1, 4, 16 and 32 (or the counts in
+// RIFFDB_BENCH_DATABASES, databaseCounts):
 //
 //   - delivery: each database holds multiDBEvents(N) preloaded events; the
 //     aggregate rate is N × that over the time from Start until /v1/stats
@@ -79,7 +81,7 @@ const rawSlice = time.Second
 //     the database accounts for in /v1/stats (retained history bytes plus
 //     archive encoded bytes).
 func BenchmarkMultiDB(b *testing.B) {
-	for _, n := range []int{1, 4, 16, 32} {
+	for _, n := range databaseCounts(b) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchMultiDB(b, n) })
 	}
 }
@@ -415,5 +417,18 @@ func record(tb testing.TB, env, name string, start func(io.Writer) error, stop f
 		if err := f.Close(); err != nil {
 			tb.Fatal(err)
 		}
+	}
+}
+
+// TestDatabaseCounts: BenchmarkMultiDB runs the four counts unless
+// RIFFDB_BENCH_DATABASES names others.
+func TestDatabaseCounts(t *testing.T) {
+	t.Setenv("RIFFDB_BENCH_DATABASES", "")
+	if got := databaseCounts(t); !slices.Equal(got, []int{1, 4, 16, 32}) {
+		t.Errorf("default counts %v", got)
+	}
+	t.Setenv("RIFFDB_BENCH_DATABASES", "2, 3")
+	if got := databaseCounts(t); !slices.Equal(got, []int{2, 3}) {
+		t.Errorf("RIFFDB_BENCH_DATABASES=2, 3 gives %v", got)
 	}
 }

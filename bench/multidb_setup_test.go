@@ -464,3 +464,22 @@ func scrubRate(tb testing.TB) int {
 	}
 	return n
 }
+
+// databaseCounts are the numbers of databases BenchmarkMultiDB runs: 1, 4,
+// 16 and 32, or the comma-separated list in RIFFDB_BENCH_DATABASES (e.g.
+// "2,3", to measure counts the targets do not name).
+func databaseCounts(tb testing.TB) []int {
+	v := os.Getenv("RIFFDB_BENCH_DATABASES")
+	if v == "" {
+		return []int{1, 4, 16, 32}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 64 {
+			tb.Fatalf("RIFFDB_BENCH_DATABASES=%q: want a comma-separated list of 1 to 64", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}

@@ -75,7 +75,7 @@ printf '%-4s %9s %9s %9s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s | %8s %8s %8s %
 for i in $(seq 1 "$RUNS"); do
 	d=$work/r$i
 	mkdir -p "$d"
-	out=$(cd bench && RIFFDB_DRAIN_TRACE=$d "$work/bench.test" -test.run '^$' \
+	out=$(cd bench && RIFFDB_BENCH_DATABASES=$N RIFFDB_DRAIN_TRACE=$d "$work/bench.test" -test.run '^$' \
 		-test.bench "^BenchmarkMultiDB\$/^n=$N\$" -test.benchtime 1x 2>&1) || {
 		echo "$out" >&2
 		exit 1
