@@ -10,13 +10,15 @@ func TestFor(t *testing.T) {
 	for _, c := range []struct{ cpus, dbs, want int }{
 		{2, 0, 2},
 		{2, 1, 4}, // one database: a P per CPU and one per syncing store
-		{2, 2, 6},
-		{2, 3, 8},
+		{2, 2, 4},
+		{2, 3, 6}, // two per database
 		{2, 4, 8},
 		{2, 32, 8}, // at most 4 × the CPUs
 		{1, 1, 3},
+		{1, 2, 4},
 		{8, 1, 10},
-		{8, 2, 12},
+		{8, 4, 10},
+		{8, 6, 12},
 		{8, 16, 32},
 		{8, 32, 32},
 	} {
