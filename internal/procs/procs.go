@@ -56,7 +56,7 @@ func Base() int { return base }
 // databases on cpus CPUs: cpus and two more (none without a database), or
 // two per database when that is more, at most 4 × cpus.
 func For(cpus, databases int) int {
-	return max(cpus, min(max(cpus+min(2, 2*databases), 2*databases), 4*cpus))
+	return min(max(cpus+min(2, 2*databases), 2*databases), 4*cpus)
 }
 
 // Set sets GOMAXPROCS for a server of databases databases, unless the
