@@ -59,32 +59,34 @@ func BenchmarkSyncBesideUnlink(b *testing.B) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
+	// write fills f as a compaction writes a table, and syncs it.
+	write := func(f *os.File) error {
+		var off, pushed int64
+		for off < burst {
+			if _, err := f.Write(data); err != nil {
+				return err
+			}
+			off += chunk
+			if off-pushed >= perSync {
+				if err := unix.SyncFileRange(int(f.Fd()), 0, off, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE); err != nil {
+					return err
+				}
+				pushed = off
+			}
+		}
+		return f.Sync()
+	}
 	// compact writes, syncs and removes one table-sized file.
 	compact := func(name string, truncate bool) error {
 		f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
 		}
-		var off, pushed int64
-		for off < burst {
-			if _, err := f.Write(data); err != nil {
-				f.Close()
-				return err
-			}
-			off += chunk
-			if off-pushed >= perSync {
-				if err := unix.SyncFileRange(int(f.Fd()), 0, off, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE); err != nil {
-					f.Close()
-					return err
-				}
-				pushed = off
-			}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err != nil {
 			return err
 		}
 		if truncate {
