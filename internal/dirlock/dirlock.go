@@ -1,14 +1,26 @@
 // Package dirlock takes a Pebble store's directory lock without touching the
-// lock file.
+// lock file, and in a way that no other descriptor of the file can drop.
 //
 // Pebble's own vfs.Default.Lock opens LOCK with O_CREATE|O_TRUNC, so every
 // attempt, even one that then fails because another process holds the
 // lock, bumps LOCK's mtime. A store that riffdb refuses to open must be left
-// exactly as it was, so riffdb opens LOCK without O_TRUNC and takes the same
-// fcntl write lock (F_SETLK over the whole file) that Pebble takes: a Pebble
-// process and a riffdb process still exclude each other. POSIX record locks
-// do not exclude a second lock from the same process, so, like Pebble, the
-// package keeps a table of the files this process holds.
+// exactly as it was, so riffdb opens LOCK without O_TRUNC.
+//
+// Pebble takes a POSIX record lock (fcntl F_SETLK). Such a lock belongs to
+// the process, and the kernel drops it when the process closes any
+// descriptor of the file: a restore that checksummed the directory it
+// replaces (open LOCK, read, close) released its own lock, and a server
+// started in that window acknowledged commands into a store the restore then
+// moved aside. On Linux this package therefore takes an open file
+// description lock (F_OFD_SETLK) instead: it belongs to the one open file
+// description, survives the closing of every other descriptor, and
+// conflicts with Pebble's record locks, so a Pebble process and a riffdb
+// process still exclude each other. Other Unix systems keep the record lock.
+//
+// The rule that goes with it: nothing in riffdb opens a LOCK file it holds
+// except through the held descriptor (ReadHeld). Like Pebble, the package
+// keeps a table of the files this process holds, so a second Lock of a held
+// file in the same process fails at once with ErrHeld.
 package dirlock
 
 import (

@@ -1,15 +1,23 @@
+//go:build unix
+
 package dirlock_test
 
 import (
 	"errors"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/riffdb/riffdb/internal/dirlock"
+	"github.com/riffdb/riffdb/internal/dirlock/dirlocktest"
 )
+
+func TestMain(m *testing.M) {
+	dirlocktest.Main()
+	os.Exit(m.Run())
+}
 
 func TestLockLeavesTheFileAsItWas(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "LOCK")
@@ -44,25 +52,71 @@ func TestLockLeavesTheFileAsItWas(t *testing.T) {
 	_ = l.Close()
 }
 
-// TestLockExcludesAnotherProcess runs this test binary again as a child
-// that tries the lock the parent holds.
+// TestLockExcludesAnotherProcess asks another process to take the lock the
+// test holds, both as Pebble would (a record lock) and as riffdb would.
 func TestLockExcludesAnotherProcess(t *testing.T) {
-	if name := os.Getenv("DIRLOCK_CHILD"); name != "" {
-		if _, err := dirlock.Lock(name); err == nil {
-			os.Exit(3)
-		}
-		os.Exit(0)
+	name := filepath.Join(t.TempDir(), "LOCK")
+	l, err := dirlock.Lock(name)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if dirlocktest.Free(t, name) {
+		t.Fatal("another process took a lock this process holds")
+	}
+	_ = l.Close()
+	if !dirlocktest.Free(t, name) {
+		t.Fatal("another process could not take a lock this process released")
+	}
+}
+
+// TestLockSurvivesTheCloseOfAnotherDescriptor is the restore's lost lock:
+// the process opens the held LOCK again (as a checksum of the directory
+// would), closes that descriptor, and the lock must still exclude another
+// process. A POSIX record lock is dropped by that close.
+func TestLockSurvivesTheCloseOfAnotherDescriptor(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "LOCK")
 	l, err := dirlock.Lock(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestLockExcludesAnotherProcess$")
-	cmd.Env = append(os.Environ(), "DIRLOCK_CHILD="+name)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the child took a lock the parent holds: %v %s", err, out)
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if dirlocktest.Free(t, name) {
+		t.Fatal("closing another descriptor of LOCK released the lock: another process took it")
+	}
+}
+
+func TestReadHeldReadsThroughTheHeldDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "LOCK")
+	if err := os.WriteFile(name, []byte("left by an older tool"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := dirlock.ReadHeld(name); ok || err != nil {
+		t.Fatalf("ReadHeld of a file not held = %v, %v; want not ok", ok, err)
+	}
+	l, err := dirlock.Lock(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// A name that is not clean names the same held file.
+	r, ok, err := dirlock.ReadHeld(dir + "/./LOCK")
+	if !ok || err != nil {
+		t.Fatalf("ReadHeld of a held file = %v, %v", ok, err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil || string(b) != "left by an older tool" {
+		t.Fatalf("ReadHeld read %q, %v", b, err)
+	}
+	if dirlocktest.Free(t, name) {
+		t.Fatal("reading through ReadHeld released the lock")
 	}
 }
 
