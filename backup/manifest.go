@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/riffdb/riffdb/internal/dirlock"
 	"github.com/riffdb/riffdb/internal/dirsync"
 	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
@@ -191,14 +192,26 @@ func hashDir(ctx context.Context, dir string, strict bool, limit *pace.Limiter) 
 	return files, nil
 }
 
+// hashFile returns the size and SHA-256 of the file name. A lock file this
+// process holds (the LOCK of the database a restore replaces) is read
+// through the descriptor that holds it: opening and closing it again would
+// drop a record lock (internal/dirlock).
 func hashFile(ctx context.Context, name string, limit *pace.Limiter) (File, error) {
-	f, err := os.Open(name)
-	if err != nil {
+	var r io.Reader
+	if held, ok, err := dirlock.ReadHeld(name); err != nil {
 		return File{}, err
+	} else if ok {
+		r = held
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return File{}, err
+		}
+		defer f.Close()
+		r = f
 	}
-	defer f.Close()
 	h := sha256.New()
-	n, err := pace.Copy(ctx, h, f, limit)
+	n, err := pace.Copy(ctx, h, r, limit)
 	if err != nil {
 		return File{}, err
 	}

@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riffdb/riffdb/internal/dirlock/dirlocktest"
 	"github.com/riffdb/riffdb/internal/testutil"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
+	dirlocktest.Main() // a lock probe of TestRestoreKeepsServersOut exits here
 	dir, err := os.MkdirTemp("", "riffdb-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
