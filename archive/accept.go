@@ -12,32 +12,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/internal/goexit"
 )
-
-// Outcome is the result of a successful Accept.
-type Outcome int
-
-const (
-	// Stored means the record and its charge were durably written.
-	Stored Outcome = iota + 1
-	// Duplicate means equal bytes were already archived under the key;
-	// nothing was written.
-	Duplicate
-)
-
-// String returns "stored" or "duplicate".
-func (o Outcome) String() string {
-	switch o {
-	case Stored:
-		return "stored"
-	case Duplicate:
-		return "duplicate"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
 
 // checkRecord verifies that record is a stored event for key under the
 // binding.
@@ -64,7 +43,7 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 // marks the store unusable (its outcome is unknown; a retry after reopening
 // is a Duplicate or a Stored) and returns ErrUnavailable promptly. Accept
 // blocks for at most about TxnTimeout per storage call.
-func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out Outcome, err error) {
+func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out deliverytype.Outcome, err error) {
 	start := s.clock()
 	// Formatting the event id is wasted on a span that is not sampled:
 	// only a span that records gets the event's attributes. A child of a
@@ -90,7 +69,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 	defer func() {
 		result := "stored"
 		switch {
-		case err == nil && out == Duplicate:
+		case err == nil && out == deliverytype.Duplicate:
 			result = "duplicate"
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrInvalidRecord):
 			result = "refused"
@@ -128,7 +107,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		charge     int64
 		nextCk     checkpoint
 		below      bool // the record sorts before the checkpoint's: it joins the validated prefix
-		outcome    Outcome
+		outcome    deliverytype.Outcome
 		committing atomic.Bool // read after a timeout: the call may still run
 	})
 	// A key beyond the greatest in the store cannot be in it: the lookup
@@ -154,7 +133,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 				return err
 			}
 			if bytes.Equal(rec, record) {
-				t.outcome = Duplicate
+				t.outcome = deliverytype.Duplicate
 				return nil
 			}
 			return fmt.Errorf("%w: event %s", ErrConflict, key.Event)
@@ -188,7 +167,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		if err != nil {
 			return mapError("committing the archive transaction", err)
 		}
-		t.outcome = Stored
+		t.outcome = deliverytype.Stored
 		return nil
 	})
 	if err != nil {
@@ -199,8 +178,8 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		}
 		return 0, err
 	}
-	if t.outcome == Duplicate {
-		return Duplicate, nil
+	if t.outcome == deliverytype.Duplicate {
+		return deliverytype.Duplicate, nil
 	}
 	s.acct = t.next
 	if !lookup {
@@ -215,5 +194,5 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out O
 		s.adv.accepted = append(s.adv.accepted, acceptedRecord{key: rk, charge: t.charge})
 	}
 	s.mon.committed(s, t.next)
-	return Stored, nil
+	return deliverytype.Stored, nil
 }

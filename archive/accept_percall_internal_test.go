@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/attrkey"
 )
@@ -174,7 +175,7 @@ func TestAcceptSpanAttributesOnlyWhenRecording(t *testing.T) {
 			ctx, claim = tp.Tracer("test").Start(ctx, "claim")
 			defer claim.End()
 		}
-		if out, err := s.Accept(ctx, k, r); err != nil || out != Stored {
+		if out, err := s.Accept(ctx, k, r); err != nil || out != deliverytype.Stored {
 			t.Fatalf("Accept = %v, %v", out, err)
 		}
 		var got map[attribute.Key]attribute.Value
@@ -213,7 +214,7 @@ func TestAcceptSpanAttributesOnlyWhenRecording(t *testing.T) {
 	opts := testOptions(t, newMemFS(t, false))
 	opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSampler(seen))
 	s := mustOpen(t, opts)
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
 	for _, a := range seen.attrs["riffdb.archive.txn"] {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -51,7 +52,7 @@ func TestRealDirectory(t *testing.T) {
 	}
 	for i := uint64(1); i <= 20; i++ {
 		k, r := stored(t, i, "payload")
-		if out, err := s.Accept(ctx, k, r); err != nil || out != archive.Stored {
+		if out, err := s.Accept(ctx, k, r); err != nil || out != deliverytype.Stored {
 			t.Fatalf("Accept: %v, %v", out, err)
 		}
 	}
@@ -114,7 +115,7 @@ func TestRealDirectoryRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = archive.Open(ctx, open, archive.Options{Database: db, QuotaEncodedBytes: 1 << 20})
-	if archive.Classify(err) != archive.ClassRefused || !errors.Is(err, archive.ErrRefused) || !errors.Is(err, archive.ErrCustody) || strings.Contains(err.Error(), base) {
+	if archive.ClassOf(err) != deliverytype.Refused || !errors.Is(err, archive.ErrRefused) || !errors.Is(err, archive.ErrCustody) || strings.Contains(err.Error(), base) {
 		t.Fatalf("Open of a 0755 directory: %v", err)
 	}
 	if names, _ := os.ReadDir(open); len(names) != 0 {

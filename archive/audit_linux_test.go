@@ -15,6 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // openWatched opens a Pebble store with sstables in a compliant outbox
@@ -610,7 +612,7 @@ func reopenedStore(t *testing.T) string {
 	}
 	for i := range 3 {
 		k, r := rec(t, testDatabase, uint64(i+1), 0, "p")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 		if err := s.db.Flush(); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -146,9 +147,9 @@ func TestBulkLoadIsAValidArchive(t *testing.T) {
 	if u := s.Usage(); u.Records != n || u.EncodedBytes != rep.EncodedBytes {
 		t.Fatalf("Usage = %+v", u)
 	}
-	mustAccept(t, s, k1, r1, Duplicate)
+	mustAccept(t, s, k1, r1, deliverytype.Duplicate)
 	k, r := rec(t, testDatabase, n+1, 0, "p")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	if u := s.Usage(); u.Records != n+1 {
 		t.Fatalf("Usage after Accept = %+v", u)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/crashfs"
 )
@@ -46,7 +47,7 @@ func fillRange(t *testing.T, s *Store, from, to uint64) {
 	t.Helper()
 	for i := from; i <= to; i++ {
 		k, r := rec(t, testDatabase, i, 0, "payload")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 }
 
@@ -153,7 +154,7 @@ func TestAcceptBelowTheCheckpointKeepsContinuity(t *testing.T) {
 	}
 	s = mustOpen(t, testOptions(t, mem))
 	k, r := rec(t, testDatabase, 1, 0, "payload")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 	_ = s.Close()
 	opts, logs := observedOptions(t, crashed)
@@ -176,7 +177,7 @@ func TestCheckpointDuringAccepts(t *testing.T) {
 	s := mustOpen(t, testOptions(t, mem))
 	for i := uint64(2); i <= 1000; i += 2 { // even sequences: odd ones arrive later, below them
 		k, r := rec(t, testDatabase, i, 0, "payload")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	done := make(chan error)
 	go func() {
@@ -193,7 +194,7 @@ func TestCheckpointDuringAccepts(t *testing.T) {
 			continue
 		}
 		k, r := rec(t, testDatabase, i, 0, "payload")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 		if i%50 == 1 {
 			if err := s.Checkpoint(context.Background()); err != nil {
 				t.Fatal(err)
@@ -207,12 +208,12 @@ func TestCheckpointDuringAccepts(t *testing.T) {
 	// write, one before the snapshot's last key and one after it.
 	for _, seq := range []uint64{1202, 1300} {
 		k, r := rec(t, testDatabase, seq, 0, "payload")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	s.testCheckpointSnapshot = func() {
 		for _, seq := range []uint64{1201, 1301} {
 			k, r := rec(t, testDatabase, seq, 0, "payload")
-			mustAccept(t, s, k, r, Stored)
+			mustAccept(t, s, k, r, deliverytype.Stored)
 		}
 	}
 	if err := s.Checkpoint(context.Background()); err != nil {
@@ -265,7 +266,7 @@ func TestCrashDuringCheckpointing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range keys {
-			mustAccept(t, s, keys[i], recs[i], Stored)
+			mustAccept(t, s, keys[i], recs[i], deliverytype.Stored)
 			acked.Store(int64(i + 1))
 			if i%5 == 4 {
 				if err := s.Checkpoint(context.Background()); err != nil {
@@ -309,7 +310,7 @@ func TestCrashDuringCheckpointing(t *testing.T) {
 			}
 		}
 		for i := 0; i < acked; i++ {
-			mustAccept(t, s, keys[i], recs[i], Duplicate)
+			mustAccept(t, s, keys[i], recs[i], deliverytype.Duplicate)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -360,7 +361,7 @@ func TestCorruptRecordBeyondTheCheckpointIsRefused(t *testing.T) {
 				setKey(t, db, recordKey(k), v)
 			})
 			_, err := Open(context.Background(), testDir, testOptions(t, crashed))
-			if !errors.Is(err, ErrCorrupt) || Classify(err) != ClassStop {
+			if !errors.Is(err, ErrCorrupt) || ClassOf(err) != deliverytype.Stop {
 				t.Fatalf("Open = %v, want ErrCorrupt", err)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/internal/lsmshape"
 )
 
@@ -103,6 +104,6 @@ func storeOneByOne(tb testing.TB, s *Store, n int, seed uint64) {
 			payload[i] = byte(rng.Uint32())
 		}
 		k, r := rec(tb, testDatabase, seq, 0, string(payload))
-		mustAccept(tb, s, k, r, Stored)
+		mustAccept(tb, s, k, r, deliverytype.Stored)
 	}
 }

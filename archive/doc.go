@@ -131,21 +131,24 @@
 //
 // # Failure classes
 //
-// Every error wraps one sentinel, and Classify maps it to what delivery does:
+// Every error wraps one sentinel, and each sentinel carries its delivery
+// class and health reason as a mark (package deliverytype), which the worker
+// reads without knowing the archive. ClassOf also classifies an errno or a
+// storage-engine corruption that reached a caller unwrapped:
 //
-//   - ClassUnavailable (ErrUnavailable, ErrBusy, ErrClosed; ENOENT, EIO,
+//   - Unavailable (ErrUnavailable, ErrBusy, ErrClosed; ENOENT, EIO,
 //     timeouts): degrade and retry. A fatal storage-engine error or a
 //     transaction that exceeds TxnTimeout marks the store unusable; Close it
 //     and Open it again after repair (Unusable reports this).
-//   - ClassRefused (ErrRefused, ErrCustody; EACCES, EPERM, EROFS): pause
-//     before the next claim until permissions are repaired.
-//   - ClassCapacity (ErrCapacity; ENOSPC): quota or disk space; pause
-//     without spending attempts.
-//   - ClassStop (ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt,
-//     ErrLostRecords, ErrHistoryBehind): stop delivery until an operator
-//     investigates.
-//   - ClassConflict (ErrConflict, ErrInvalidRecord): a permanent failure of
-//     one event.
+//   - Refused (ErrRefused, ErrCustody; EACCES, EPERM, EROFS): pause before
+//     the next claim until permissions are repaired.
+//   - Capacity (ErrCapacity; ENOSPC): quota or disk space; pause without
+//     spending attempts.
+//   - Stop (ErrBindingChanged, ErrIncompatibleFormat, ErrCorrupt,
+//     ErrLostRecords, and an archive ahead of the primary's history): stop
+//     delivery until an operator investigates.
+//   - Conflict (ErrConflict, ErrInvalidRecord): a permanent failure of one
+//     event.
 //
 // # Failing closed: existence and anchors
 //
@@ -184,8 +187,8 @@
 // The other direction: an archive holding an event of the primary's
 // incarnation beyond the primary's last commit (Options.CheckHistory)
 // means the primary lost its tail or was copied back by hand; delivery
-// would reuse those identities with other bytes, so Open refuses with
-// ErrHistoryBehind (one reverse seek in key order).
+// would reuse those identities with other bytes, so Open refuses it as a
+// stop (reason history_behind_archive; one reverse seek in key order).
 //
 // # Never taking the process down
 //

@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 func newTestState() (*engineState, *observer.ObservedLogs, *time.Time) {
@@ -29,7 +31,7 @@ func TestFatalfEndsOnlyTheCallingGoroutine(t *testing.T) {
 		l.Fatalf("pebble: fatal commit error: %v", cause)
 		return nil
 	})
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) || Classify(err) != ClassCapacity {
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) || ClassOf(err) != deliverytype.Capacity {
 		t.Fatalf("guarded Fatalf = %v", err)
 	}
 	if logs.FilterMessageSnippet("fatal").Len() != 1 {

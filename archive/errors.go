@@ -8,64 +8,72 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // Errors returned by the archive. Every error from this package wraps exactly
 // one of these sentinels (custody errors additionally wrap ErrCustody), so
-// callers decide with errors.Is or with Classify. Messages never contain a
-// filesystem path or event payload bytes. Each is a *sentinel, so that
-// mapError recognises all of them without a list to keep.
+// callers decide with errors.Is, or with ClassOf for what delivery does.
+// Each sentinel is marked with its delivery class and health reason
+// (deliverytype.Mark): the worker reads the marks without knowing the
+// archive. Messages never contain a filesystem path or event payload bytes.
+// Each is a *sentinel, so that mapError recognises all of them without a
+// list to keep.
 var (
 	// ErrConflict is returned by Accept when the key is already archived with
 	// different bytes. It is permanent for that event.
-	ErrConflict = newSentinel("archive: different event bytes already archived under this key")
+	ErrConflict = newSentinel("archive: different event bytes already archived under this key",
+		deliverytype.Conflict, deliverytype.ReasonIdentityConflict)
 	// ErrInvalidRecord is returned by Accept and Fit when the record is not a
 	// verifiable stored event for the key (a caller error, permanent for that
 	// event).
-	ErrInvalidRecord = newSentinel("archive: record is not a valid stored event for its key")
+	ErrInvalidRecord = newSentinel("archive: record is not a valid stored event for its key",
+		deliverytype.Conflict, deliverytype.ReasonIdentityConflict)
 	// ErrCapacity is returned when a record does not fit the remaining quota or
 	// the free-space guard of the filesystem refuses the write.
-	ErrCapacity = newSentinel("archive: capacity exhausted")
+	ErrCapacity = newSentinel("archive: capacity exhausted", deliverytype.Capacity, deliverytype.ReasonCapacityExhausted)
 	// ErrUnavailable is returned when the archive cannot be used right now:
 	// missing directory, I/O error, timeout, or a store made unusable by a
 	// fatal storage-engine error (Close and Open it again after repair).
-	ErrUnavailable = newSentinel("archive: unavailable")
+	ErrUnavailable = newSentinel("archive: unavailable", deliverytype.Unavailable, deliverytype.ReasonDestinationUnavailable)
 	// ErrRefused is returned when the filesystem refuses access (permission
 	// denied, operation not permitted, read-only file system).
-	ErrRefused = newSentinel("archive: access refused")
+	ErrRefused = newSentinel("archive: access refused", deliverytype.Refused, deliverytype.ReasonDestinationRefused)
 	// ErrBindingChanged is returned when the archive is bound to another
 	// database identity than the one supplied.
-	ErrBindingChanged = newSentinel("archive: bound to a different database")
+	ErrBindingChanged = newSentinel("archive: bound to a different database", deliverytype.Stop, deliverytype.ReasonBindingChanged)
 	// ErrIncompatibleFormat is returned when the archive's format marker or
 	// the storage engine's format version is absent, unknown, too old or too
 	// new.
-	ErrIncompatibleFormat = newSentinel("archive: incompatible format")
+	ErrIncompatibleFormat = newSentinel("archive: incompatible format", deliverytype.Stop, deliverytype.ReasonIncompatibleFormat)
 	// ErrCorrupt is returned when stored content fails verification: a
 	// checksum, a decode, a key outside the binding, accounting that disagrees
 	// with the records, or storage-engine corruption.
-	ErrCorrupt = newSentinel("archive: corrupt content")
+	ErrCorrupt = newSentinel("archive: corrupt content", deliverytype.Stop, deliverytype.ReasonCorruptContent)
 	// ErrLostRecords is returned when the archive holds fewer records than
 	// a durable lower bound kept outside its log says it held (see the
 	// anchors in floor.go); the error is a *LostRecordsError.
-	ErrLostRecords = newSentinel("archive: records lost")
+	ErrLostRecords = newSentinel("archive: records lost", deliverytype.Stop, deliverytype.ReasonArchiveLostRecords)
 	// ErrHistoryBehind is returned by Open when the archive holds an event
 	// of the primary's history incarnation beyond the primary's last
 	// commit: the primary lost its tail or was restored by hand.
-	ErrHistoryBehind = newSentinel("archive: holds events beyond the primary's history")
+	ErrHistoryBehind = newSentinel("archive: holds events beyond the primary's history",
+		deliverytype.Stop, deliverytype.ReasonHistoryBehindArchive)
 	// ErrClosed is returned by every method of a closed Store or Reader.
-	ErrClosed = newSentinel("archive: closed")
+	ErrClosed = newSentinel("archive: closed", deliverytype.Unavailable, deliverytype.ReasonNone)
 	// ErrNotFound is returned by Inspect when there is no archive.
-	ErrNotFound = newSentinel("archive: no archive found")
+	ErrNotFound = newSentinel("archive: no archive found", deliverytype.Unavailable, deliverytype.ReasonNone)
 	// ErrBusy is returned when another process (or another open in this
 	// process) holds the archive.
-	ErrBusy = newSentinel("archive: held by another process")
+	ErrBusy = newSentinel("archive: held by another process", deliverytype.Unavailable, deliverytype.ReasonNone)
 	// ErrInvalidCursor is returned when a cursor (a Reader's Cursor or
 	// Inspect's After) is damaged or truncated, has another cursor version,
 	// or was issued by another archive (see archiveID).
-	ErrInvalidCursor = newSentinel("archive: invalid cursor")
+	ErrInvalidCursor = newSentinel("archive: invalid cursor", deliverytype.Unavailable, deliverytype.ReasonNone)
 	// ErrInvalidArgument is returned for out-of-range arguments such as a
 	// page bound outside 1..MaxInspectPages or a non-positive quota.
-	ErrInvalidArgument = newSentinel("archive: invalid argument")
+	ErrInvalidArgument = newSentinel("archive: invalid argument", deliverytype.Unavailable, deliverytype.ReasonNone)
 )
 
 // sentinel is the type of the sentinels above. Being a type of this package
@@ -74,7 +82,10 @@ var (
 // Identity is still by pointer: errors.Is behaves as with errors.New.
 type sentinel struct{ msg string }
 
-func newSentinel(msg string) error { return &sentinel{msg: msg} }
+// newSentinel returns a sentinel marked with its delivery class and reason.
+func newSentinel(msg string, c deliverytype.Class, r deliverytype.Reason) error {
+	return deliverytype.Mark(&sentinel{msg: msg}, c, r)
+}
 
 func (s *sentinel) Error() string { return s.msg }
 
@@ -88,64 +99,40 @@ type archiveError interface {
 	archiveError()
 }
 
-// Class is the delivery consequence of an archive error, as in the design's
-// failure rules.
-type Class int
-
-const (
-	// ClassUnavailable: degrade health and retry (missing directory, I/O
-	// error, timeout, busy, closed). It is also the class of unknown errors.
-	ClassUnavailable Class = iota
-	// ClassRefused: known destination refusal; pause before the next claim
-	// (EACCES, EPERM, EROFS, custody violations, unsupported platform).
-	ClassRefused
-	// ClassCapacity: quota or disk space exhausted; pause without spending
-	// attempts.
-	ClassCapacity
-	// ClassStop: changed binding, incompatible format or corrupt content;
-	// stop delivery until an operator investigates.
-	ClassStop
-	// ClassConflict: permanent failure of one event (different bytes under
-	// its key, or an invalid record).
-	ClassConflict
-)
-
-// String returns the lowercase name of the class.
-func (c Class) String() string {
-	switch c {
-	case ClassRefused:
-		return "refused"
-	case ClassCapacity:
-		return "capacity"
-	case ClassStop:
-		return "stop"
-	case ClassConflict:
-		return "conflict"
-	default:
-		return "unavailable"
+// ClassOf returns what delivery does about err, an error of this package or
+// one from below it: its mark (deliverytype.ClassOf) where that decides, and
+// otherwise the kind of failure it wraps. The order matters: a conflict or a
+// stop wins over the errno that may accompany it; storage-engine corruption
+// that reached the caller unwrapped (found while scanning) stops; and ENOSPC
+// wins over the unavailability of a store that a full disk made unusable.
+// An error of no known kind is Unavailable.
+func ClassOf(err error) deliverytype.Class {
+	c := deliverytype.ClassOf(err)
+	switch {
+	case c == deliverytype.Conflict, c == deliverytype.Stop:
+		return c
+	case isPebbleCorruption(err):
+		return deliverytype.Stop
+	case c == deliverytype.Capacity, errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return deliverytype.Capacity
+	case c == deliverytype.Refused, errors.Is(err, ErrCustody), errors.Is(err, ErrUnsupportedPlatform),
+		errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
+		return deliverytype.Refused
 	}
+	return deliverytype.Unavailable
 }
 
-// Classify maps an error returned by this package (or an errno from below
-// it) to its Class. The order matters: a conflict or corruption wins over the
-// errno that may accompany it, and ENOSPC wins over the unavailability of a
-// store that a full disk made unusable.
-func Classify(err error) Class {
-	switch {
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrInvalidRecord):
-		return ClassConflict
-	case errors.Is(err, ErrBindingChanged), errors.Is(err, ErrIncompatibleFormat),
-		errors.Is(err, ErrCorrupt), errors.Is(err, ErrLostRecords), errors.Is(err, ErrHistoryBehind),
-		isPebbleCorruption(err):
-		return ClassStop
-	case errors.Is(err, ErrCapacity), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return ClassCapacity
-	case errors.Is(err, ErrRefused), errors.Is(err, ErrCustody), errors.Is(err, ErrUnsupportedPlatform),
-		errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
-		return ClassRefused
-	default:
-		return ClassUnavailable
+// Marked returns err marked with ClassOf(err) when its own outermost mark
+// says otherwise (an unavailability that wraps ENOSPC, a corruption that
+// arrived unwrapped), so that a reader of marks alone acts as ClassOf says.
+func Marked(err error) error {
+	if err == nil {
+		return nil
 	}
+	if c := ClassOf(err); deliverytype.ClassOf(err) != c {
+		return deliverytype.Mark(err, c, deliverytype.ReasonNone)
+	}
+	return err
 }
 
 // storeError is a sanitized error: its message names the operation and, at

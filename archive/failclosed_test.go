@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // filledArchive creates an archive on disk holding n records and closes it.
@@ -81,7 +82,7 @@ func TestMissingManifestMarkerIsRefused(t *testing.T) {
 	}
 	before := storeListing(t, dir)
 	_, err := archive.Open(context.Background(), dir, opts)
-	if !errors.Is(err, archive.ErrCorrupt) || archive.Classify(err) != archive.ClassStop {
+	if !errors.Is(err, archive.ErrCorrupt) || archive.ClassOf(err) != deliverytype.Stop {
 		t.Fatalf("Open = %v, want ErrCorrupt (class stop)", err)
 	}
 	if strings.Contains(err.Error(), dir) {
@@ -119,7 +120,7 @@ func TestTruncatedLogIsLostRecords(t *testing.T) {
 			}
 			_, err := archive.Open(context.Background(), dir, opts)
 			var lost *archive.LostRecordsError
-			if !errors.As(err, &lost) || !errors.Is(err, archive.ErrLostRecords) || archive.Classify(err) != archive.ClassStop {
+			if !errors.As(err, &lost) || !errors.Is(err, archive.ErrLostRecords) || archive.ClassOf(err) != deliverytype.Stop {
 				t.Fatalf("Open = %v, want a LostRecordsError (class stop)", err)
 			}
 			if lost.Missing <= 0 || lost.Missing > 2000 {
@@ -179,7 +180,7 @@ func TestHistoryBehindArchive(t *testing.T) {
 	must(t, err)
 	must(t, s.Close())
 	opts.LastCommit = 9
-	if _, err := archive.Open(ctx, dir, opts); !errors.Is(err, archive.ErrHistoryBehind) || archive.Classify(err) != archive.ClassStop {
+	if _, err := archive.Open(ctx, dir, opts); !errors.Is(err, archive.ErrHistoryBehind) || archive.ClassOf(err) != deliverytype.Stop {
 		t.Fatalf("Open = %v, want ErrHistoryBehind (class stop)", err)
 	}
 	opts.Incarnation = 2 // another incarnation's events do not count

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/crashfs"
 )
@@ -91,10 +92,10 @@ func runCrashWorkload(t *testing.T, keys []event.Key, recs [][]byte, cloneAt int
 		t.Fatal(err)
 	}
 	for i := range keys {
-		mustAccept(t, s, keys[i], recs[i], Stored)
+		mustAccept(t, s, keys[i], recs[i], deliverytype.Stored)
 		acked.Store(int64(i + 1))
 		if i%6 == 5 {
-			mustAccept(t, s, keys[i-1], recs[i-1], Duplicate)
+			mustAccept(t, s, keys[i-1], recs[i-1], deliverytype.Duplicate)
 			if err := s.db.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +127,7 @@ func checkCrashClone(t *testing.T, k int, fs *vfs.MemFS, keys []event.Key, recs 
 		t.Fatalf("crash at op %d: accounting %d bytes, records charge %d", k, u.EncodedBytes, want)
 	}
 	for i := 0; i < acked; i++ {
-		mustAccept(t, s, keys[i], recs[i], Duplicate)
+		mustAccept(t, s, keys[i], recs[i], deliverytype.Duplicate)
 	}
 	// The recovered store accepts new work.
 	for i := acked; i < len(keys); i++ {
@@ -172,12 +173,12 @@ func TestWALFaultsKeepTheProcessAlive(t *testing.T) {
 		name  string
 		errno syscall.Errno
 		match func(errorfs.Op) bool
-		class Class
+		class deliverytype.Class
 	}{
-		{"ENOSPC on WAL write", syscall.ENOSPC, walWrite, ClassCapacity},
-		{"EIO on WAL write", syscall.EIO, walWrite, ClassUnavailable},
-		{"ENOSPC on WAL sync", syscall.ENOSPC, walSync, ClassCapacity},
-		{"EIO on WAL sync", syscall.EIO, walSync, ClassUnavailable},
+		{"ENOSPC on WAL write", syscall.ENOSPC, walWrite, deliverytype.Capacity},
+		{"EIO on WAL write", syscall.EIO, walWrite, deliverytype.Unavailable},
+		{"ENOSPC on WAL sync", syscall.ENOSPC, walSync, deliverytype.Capacity},
+		{"EIO on WAL sync", syscall.EIO, walSync, deliverytype.Unavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,12 +195,12 @@ func TestWALFaultsKeepTheProcessAlive(t *testing.T) {
 			k1, r1 := rec(t, testDatabase, 1, 0, "one")
 			k2, r2 := rec(t, testDatabase, 2, 0, "two")
 			k3, r3 := rec(t, testDatabase, 3, 0, "three")
-			mustAccept(t, s, k1, r1, Stored)
+			mustAccept(t, s, k1, r1, deliverytype.Stored)
 
 			inj.on.Store(true)
 			_, err = s.Accept(ctx, k2, r2)
-			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, tc.errno) || Classify(err) != tc.class {
-				t.Fatalf("Accept under fault = %v (class %v), want %v wrapping %v", err, Classify(err), tc.class, tc.errno)
+			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, tc.errno) || ClassOf(err) != tc.class {
+				t.Fatalf("Accept under fault = %v (class %v), want %v wrapping %v", err, ClassOf(err), tc.class, tc.errno)
 			}
 			assertNoPath(t, err)
 			if s.Unusable() == nil {
@@ -220,11 +221,11 @@ func TestWALFaultsKeepTheProcessAlive(t *testing.T) {
 				t.Fatalf("reopen after clearing the fault: %v", err)
 			}
 			defer s2.Close()
-			mustAccept(t, s2, k1, r1, Duplicate)
+			mustAccept(t, s2, k1, r1, deliverytype.Duplicate)
 			if _, err := s2.Accept(ctx, k2, r2); err != nil { // stored or, if the write made it, duplicate
 				t.Fatal(err)
 			}
-			mustAccept(t, s2, k3, r3, Stored)
+			mustAccept(t, s2, k3, r3, deliverytype.Stored)
 		})
 	}
 }
@@ -269,7 +270,7 @@ func TestHungCommitTimesOut(t *testing.T) {
 	k1, r1 := rec(t, testDatabase, 1, 0, "one")
 	inj.armed.Store(true)
 	_, err = s.Accept(ctx, k1, r1)
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || Classify(err) != ClassUnavailable {
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || ClassOf(err) != deliverytype.Unavailable {
 		t.Fatalf("hung Accept: %v", err)
 	}
 	<-inj.entered
@@ -333,30 +334,30 @@ func TestClassify(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		err  error
-		want Class
+		want deliverytype.Class
 	}{
-		{ErrConflict, ClassConflict},
-		{ErrInvalidRecord, ClassConflict},
-		{ErrBindingChanged, ClassStop},
-		{ErrIncompatibleFormat, ClassStop},
-		{ErrCorrupt, ClassStop},
-		{ErrCapacity, ClassCapacity},
-		{mapError("x", &os.PathError{Op: "write", Path: "/p", Err: syscall.ENOSPC}), ClassCapacity},
-		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.EACCES}), ClassRefused},
-		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.EPERM}), ClassRefused},
-		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.EROFS}), ClassRefused},
-		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.ENOENT}), ClassUnavailable},
-		{mapError("x", &os.PathError{Op: "write", Path: "/p", Err: syscall.EIO}), ClassUnavailable},
-		{mapError("x", &os.PathError{Op: "lock", Path: "/p", Err: syscall.EAGAIN}), ClassUnavailable},
-		{mapError("x", context.DeadlineExceeded), ClassUnavailable},
-		{ErrCustody, ClassRefused},
-		{ErrUnsupportedPlatform, ClassRefused},
-		{ErrBusy, ClassUnavailable},
-		{ErrClosed, ClassUnavailable},
+		{ErrConflict, deliverytype.Conflict},
+		{ErrInvalidRecord, deliverytype.Conflict},
+		{ErrBindingChanged, deliverytype.Stop},
+		{ErrIncompatibleFormat, deliverytype.Stop},
+		{ErrCorrupt, deliverytype.Stop},
+		{ErrCapacity, deliverytype.Capacity},
+		{mapError("x", &os.PathError{Op: "write", Path: "/p", Err: syscall.ENOSPC}), deliverytype.Capacity},
+		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.EACCES}), deliverytype.Refused},
+		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.EPERM}), deliverytype.Refused},
+		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.EROFS}), deliverytype.Refused},
+		{mapError("x", &os.PathError{Op: "open", Path: "/p", Err: syscall.ENOENT}), deliverytype.Unavailable},
+		{mapError("x", &os.PathError{Op: "write", Path: "/p", Err: syscall.EIO}), deliverytype.Unavailable},
+		{mapError("x", &os.PathError{Op: "lock", Path: "/p", Err: syscall.EAGAIN}), deliverytype.Unavailable},
+		{mapError("x", context.DeadlineExceeded), deliverytype.Unavailable},
+		{ErrCustody, deliverytype.Refused},
+		{ErrUnsupportedPlatform, deliverytype.Refused},
+		{ErrBusy, deliverytype.Unavailable},
+		{ErrClosed, deliverytype.Unavailable},
 	}
 	for _, tc := range cases {
-		if got := Classify(tc.err); got != tc.want {
-			t.Errorf("Classify(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := ClassOf(tc.err); got != tc.want {
+			t.Errorf("ClassOf(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 		assertNoPath(t, tc.err, "/p")
 	}

@@ -53,8 +53,8 @@ import (
 // only events that the primary committed, so an archive event of the
 // primary's incarnation beyond its last commit sequence means the primary
 // lost its tail or was restored by copying files back. Delivery would then
-// reuse identities with different bytes; Open refuses with
-// ErrHistoryBehind instead.
+// reuse identities with different bytes; Open refuses the archive instead
+// (checkHistory).
 
 // FloorFileName is riffdb's own file in the store directory: the floor of
 // the accounting (see the anchors above).
@@ -141,8 +141,9 @@ func (e *LostRecordsError) Error() string {
 	return fmt.Sprintf("%v: at least %d records are missing (the %s says the archive held more)", ErrLostRecords, e.Missing, e.Anchor)
 }
 
-// Is makes errors.Is(err, ErrLostRecords) true.
-func (e *LostRecordsError) Is(target error) bool { return target == ErrLostRecords }
+// Unwrap returns ErrLostRecords, with its delivery mark (a stop, reason
+// archive_lost_records).
+func (e *LostRecordsError) Unwrap() error { return ErrLostRecords }
 
 func (*LostRecordsError) archiveError() {}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/clock"
 )
@@ -62,14 +63,14 @@ func TestFreeSpaceGuardMeasuresOncePerMaxAge(t *testing.T) {
 	base := fs.measured()
 	for i := range 200 {
 		k, r := rec(t, testDatabase, uint64(i+1), 0, "x")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	if got := fs.measured() - base; got != 1 {
 		t.Fatalf("200 transactions within %v measured free space %d times; want 1", freeSpaceMaxAge, got)
 	}
 	*now = now.Add(freeSpaceMaxAge)
 	k, r := rec(t, testDatabase, 1000, 0, "x")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	if got := fs.measured() - base; got != 2 {
 		t.Fatalf("a transaction %v after the measurement measured %d times in all; want 2", freeSpaceMaxAge, got)
 	}
@@ -128,7 +129,7 @@ func TestFreeSpaceGuardSeesOtherUseWithinMaxAge(t *testing.T) {
 	t.Parallel()
 	s, fs, now := freeSpaceSetup(t, 1<<40)
 	k, r := rec(t, testDatabase, 1, 0, "x")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	fs.setAvail(func() uint64 { return 1 << 20 }) // another writer filled the disk
 	*now = now.Add(freeSpaceMaxAge)
 	k, r = rec(t, testDatabase, 2, 0, "x")
@@ -137,7 +138,7 @@ func TestFreeSpaceGuardSeesOtherUseWithinMaxAge(t *testing.T) {
 	}
 	// A refusal leaves the next transaction to measure again, clock or not.
 	fs.setAvail(func() uint64 { return 1 << 40 })
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 }
 
 // TestFreeSpaceGuardClockBack: a clock that went back does not extend the
@@ -146,7 +147,7 @@ func TestFreeSpaceGuardClockBack(t *testing.T) {
 	t.Parallel()
 	s, fs, now := freeSpaceSetup(t, 1<<40)
 	k, r := rec(t, testDatabase, 1, 0, "x")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	fs.setAvail(func() uint64 { return 1 << 20 })
 	*now = now.Add(-time.Second)
 	k, r = rec(t, testDatabase, 2, 0, "x")

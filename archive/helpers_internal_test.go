@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/testutil"
 )
@@ -77,7 +78,7 @@ func mustOpen(t testing.TB, opts Options) *Store {
 	return s
 }
 
-func mustAccept(t testing.TB, s *Store, k event.Key, r []byte, want Outcome) {
+func mustAccept(t testing.TB, s *Store, k event.Key, r []byte, want deliverytype.Outcome) {
 	t.Helper()
 	got, err := s.Accept(context.Background(), k, r)
 	if err != nil || got != want {

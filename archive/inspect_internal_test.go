@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -215,7 +216,7 @@ func TestOpenDetectsEngineCorruption(t *testing.T) {
 	fs := inspectSetup(t, 50)
 	flipSSTByte(t, fs)
 	_, err := Open(context.Background(), testDir, testOptions(t, fs))
-	if !errors.Is(err, ErrCorrupt) || Classify(err) != ClassStop {
+	if !errors.Is(err, ErrCorrupt) || ClassOf(err) != deliverytype.Stop {
 		t.Fatalf("Open of a corrupt store: %v", err)
 	}
 	assertNoPath(t, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // TestAcceptLooksUpKeysAtOrBelowTheLast: Accept skips the lookup only for a
@@ -21,10 +23,10 @@ func TestAcceptLooksUpKeysAtOrBelowTheLast(t *testing.T) {
 	k9, r9 := rec(t, testDatabase, 9, 0, `{"n":9}`)
 	_, other := rec(t, testDatabase, 5, 0, `{"n":"other"}`)
 
-	mustAccept(t, s, k5, r5, Stored)
-	mustAccept(t, s, k5, r5, Duplicate) // the greatest key itself
-	mustAccept(t, s, k3, r3, Stored)    // new, below the greatest
-	mustAccept(t, s, k3, r3, Duplicate)
+	mustAccept(t, s, k5, r5, deliverytype.Stored)
+	mustAccept(t, s, k5, r5, deliverytype.Duplicate) // the greatest key itself
+	mustAccept(t, s, k3, r3, deliverytype.Stored)    // new, below the greatest
+	mustAccept(t, s, k3, r3, deliverytype.Duplicate)
 	if _, err := s.Accept(context.Background(), k5, other); !errors.Is(err, ErrConflict) {
 		t.Fatalf("other bytes under the greatest key: %v, want ErrConflict", err)
 	}
@@ -36,13 +38,13 @@ func TestAcceptLooksUpKeysAtOrBelowTheLast(t *testing.T) {
 	}
 
 	s = mustOpen(t, opts)
-	mustAccept(t, s, k5, r5, Duplicate)
-	mustAccept(t, s, k3, r3, Duplicate)
+	mustAccept(t, s, k5, r5, deliverytype.Duplicate)
+	mustAccept(t, s, k3, r3, deliverytype.Duplicate)
 	if _, err := s.Accept(context.Background(), k5, other); !errors.Is(err, ErrConflict) {
 		t.Fatalf("after a reopen, other bytes under the greatest key: %v, want ErrConflict", err)
 	}
-	mustAccept(t, s, k9, r9, Stored)
-	mustAccept(t, s, k9, r9, Duplicate)
+	mustAccept(t, s, k9, r9, deliverytype.Stored)
+	mustAccept(t, s, k9, r9, deliverytype.Duplicate)
 	if got := s.Usage().Records; got != 3 {
 		t.Fatalf("records %d, want 3", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/testutil"
 )
@@ -26,7 +27,7 @@ func TestMonitorServesWhileTheWriterIsBusy(t *testing.T) {
 	var want int64
 	for i := uint64(1); i <= 5; i++ {
 		k, r := rec(t, testDatabase, i, 0, "payload")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 		want += Charge(k, r)
 	}
 	s.mu.Lock() // an archive transaction in progress
@@ -46,7 +47,7 @@ func TestMonitorServesWhileTheWriterIsBusy(t *testing.T) {
 	}
 	s.mu.Unlock()
 	k, r := rec(t, testDatabase, 6, 0, "payload")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	if m.wantMetrics.Load() {
 		t.Fatal("the writer did not serve the metrics a busy scrape asked for")
 	}
@@ -70,7 +71,7 @@ func TestMonitorAfterClose(t *testing.T) {
 	opts.Monitor = m
 	s := mustOpen(t, opts)
 	k, r := rec(t, testDatabase, 1, 0, "payload")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestMonitorAllocatedRefresh(t *testing.T) {
 	u0, _ := m.Usage()
 	for i := uint64(1); i <= 50; i++ {
 		k, r := rec(t, testDatabase, i, 0, "a payload that makes the log grow")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	if u, _ := m.Usage(); u.AllocatedBytes != u0.AllocatedBytes {
 		t.Fatalf("allocated bytes measured again before AllocatedRefresh passed: %d, then %d", u0.AllocatedBytes, u.AllocatedBytes)

@@ -20,6 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -224,7 +225,7 @@ func TestInspectLeavesNoTrace(t *testing.T) {
 			}
 			editReal(t, dir, func(s *Store) {
 				k, r := rec(t, testDatabase, 1000, 0, "late")
-				mustAccept(t, s, k, r, Stored)
+				mustAccept(t, s, k, r, deliverytype.Stored)
 			})
 			return setup{dir, testDatabase, InspectOptions{MaxPages: 1, After: rep.NextCursor}}
 		}, IntegrityChanged, nil},

@@ -95,9 +95,9 @@ type Options struct {
 	// while Floor > 0: events were completed into one that is now gone.
 	Floor int64
 	// With CheckHistory, Incarnation and LastCommit are the primary's
-	// history incarnation and last commit sequence: Open refuses with
-	// ErrHistoryBehind an archive holding an event of that incarnation
-	// beyond LastCommit.
+	// history incarnation and last commit sequence: Open refuses an
+	// archive holding an event of that incarnation beyond LastCommit (a
+	// stop, reason history_behind_archive; floor.go).
 	CheckHistory            bool
 	Incarnation, LastCommit uint64
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -166,7 +167,7 @@ func TestHighestIncarnation(t *testing.T) {
 	editReal(t, dir, func(s *Store) {
 		// An older incarnation accepted later sorts below incarnation 5.
 		k, r := rec(t, testDatabase, 1_000_000, 0, "late")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	})
 	if inc, ok := highest(dir); !ok || inc != 5 {
 		t.Fatalf("HighestIncarnation = %d, %v; want 5", inc, ok)

@@ -9,6 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -48,7 +49,7 @@ func TestAccountingEqualsChargesProperty(t *testing.T) {
 			prev, exists := model[k]
 			switch {
 			case exists && bytes.Equal(prev, r):
-				if err != nil || out != Duplicate {
+				if err != nil || out != deliverytype.Duplicate {
 					rt.Fatalf("equal retry: %v, %v", out, err)
 				}
 			case exists:
@@ -60,7 +61,7 @@ func TestAccountingEqualsChargesProperty(t *testing.T) {
 					rt.Fatalf("over quota: %v, %v", out, err)
 				}
 			default:
-				if err != nil || out != Stored {
+				if err != nil || out != deliverytype.Stored {
 					rt.Fatalf("new key: %v, %v", out, err)
 				}
 				model[k] = r

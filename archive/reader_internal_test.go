@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -15,7 +16,7 @@ func fillStore(t *testing.T, s *Store, n int, payload string) {
 	t.Helper()
 	for i := 1; i <= n; i++ {
 		k, r := rec(t, testDatabase, uint64(i), 0, payload)
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 }
 
@@ -37,8 +38,8 @@ func TestReaderPagesResumeOverASnapshot(t *testing.T) {
 	// Writes after the snapshot, before and after the cursor, are not seen.
 	kb, rb := rec(t, testDatabase, 1, 7, "before")
 	ka, ra := rec(t, testDatabase, 9999, 0, "after")
-	mustAccept(t, s, kb, rb, Stored)
-	mustAccept(t, s, ka, ra, Stored)
+	mustAccept(t, s, kb, rb, deliverytype.Stored)
+	mustAccept(t, s, ka, ra, deliverytype.Stored)
 
 	// The cursor survives its text form.
 	text, err := p1.Next.MarshalText()

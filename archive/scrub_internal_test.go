@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // scrubAll runs one complete scrub pass and returns its last progress.
@@ -86,7 +88,7 @@ func TestCorruptRecordInsideTheCheckpointedPrefix(t *testing.T) {
 		t.Fatalf("Open trusts the checkpointed prefix, yet: %v", err)
 	}
 	_, err = scrubAll(t, s)
-	if !errors.Is(err, ErrCorrupt) || Classify(err) != ClassStop {
+	if !errors.Is(err, ErrCorrupt) || ClassOf(err) != deliverytype.Stop {
 		t.Fatalf("scrub = %v, want ErrCorrupt", err)
 	}
 	k, r := rec(t, testDatabase, 601, 0, "payload")
@@ -198,7 +200,7 @@ func TestScrubReadsTheDiskWithTheArchiveCache(t *testing.T) {
 					payload[j] = byte(rng.Uint32())
 				}
 				k, r := rec(t, testDatabase, i+1, 0, string(payload))
-				mustAccept(t, s, k, r, Stored)
+				mustAccept(t, s, k, r, deliverytype.Stored)
 			}
 			// Every record in one table of the bottom level, as an
 			// archive's records end up.
@@ -310,7 +312,7 @@ func TestScrubPagesAreBoundedInBytes(t *testing.T) {
 	payload := strings.Repeat("x", 20<<10)
 	for i := uint64(1); i <= 40; i++ {
 		k, r := rec(t, testDatabase, i, 0, payload)
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	r := s.NewReader()
 	p, err := r.ReadPage(context.Background(), nil)
@@ -348,7 +350,7 @@ func TestValidatingScansDoNotCopyPayloads(t *testing.T) {
 	payload := strings.Repeat("x", 20<<10)
 	for i := uint64(1); i <= 40; i++ {
 		k, r := rec(t, testDatabase, i, 0, payload)
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	r := s.NewReader()
 	defer r.Close()

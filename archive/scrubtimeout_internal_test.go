@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // slowReads delays every read of a table file while armed.
@@ -44,7 +46,7 @@ func TestSlowScrubReadDoesNotFenceTheArchive(t *testing.T) {
 	s := mustOpen(t, opts)
 	for i := range 300 {
 		k, r := rec(t, testDatabase, uint64(i+1), 0, "payload")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
@@ -69,5 +71,5 @@ func TestSlowScrubReadDoesNotFenceTheArchive(t *testing.T) {
 		t.Fatalf("the scrub read %d records and %d table blocks: the test did not slow it", p.Records, inj.reads.Load())
 	}
 	k, r := rec(t, testDatabase, 1000, 0, "after")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 }

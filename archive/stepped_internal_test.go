@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -23,7 +24,7 @@ func steppedSetup(t *testing.T, perIncarnation ...int) *vfs.MemFS {
 		for seq := 1; seq <= n; seq++ {
 			k, r := rec(t, testDatabase, uint64(seq), 0, "payload")
 			k.Incarnation = uint64(i + 1)
-			mustAccept(t, s, k, r, Stored)
+			mustAccept(t, s, k, r, deliverytype.Stored)
 		}
 	}
 	if err := s.Close(); err != nil {
@@ -151,7 +152,7 @@ func TestInspectStepsSeeAChangedArchive(t *testing.T) {
 	}
 	s := mustOpen(t, testOptions(t, fs))
 	k, r := rec(t, testDatabase, 5000, 0, "late")
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestInspectRefusesBadCursors(t *testing.T) {
 	s := mustOpen(t, o)
 	for i := 1; i <= 300; i++ {
 		k, r := rec(t, otherDB, uint64(i), 0, "payload")
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	_ = s.Close()
 	cases := map[string]struct {
@@ -223,7 +224,7 @@ func TestReaderPageDoesNotFetchBeyondItsBudget(t *testing.T) {
 	big := strings.Repeat("x", 900<<10)
 	for i := 1; i <= 6; i++ {
 		k, r := rec(t, testDatabase, uint64(i), 0, big)
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	r := s.NewReader()
 	defer r.Close()

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/testutil"
 )
@@ -20,12 +21,12 @@ func TestAcceptStoredDuplicateConflict(t *testing.T) {
 	ctx := context.Background()
 
 	k, r := rec(t, testDatabase, 7, 0, `{"a":1}`)
-	mustAccept(t, s, k, r, Stored)
-	mustAccept(t, s, k, r, Duplicate)
+	mustAccept(t, s, k, r, deliverytype.Stored)
+	mustAccept(t, s, k, r, deliverytype.Duplicate)
 
 	_, other := rec(t, testDatabase, 7, 0, `{"a":2}`)
 	_, err := s.Accept(ctx, k, other)
-	if !errors.Is(err, ErrConflict) || Classify(err) != ClassConflict {
+	if !errors.Is(err, ErrConflict) || ClassOf(err) != deliverytype.Conflict {
 		t.Fatalf("conflicting Accept: %v", err)
 	}
 	assertNoPath(t, err)
@@ -53,7 +54,7 @@ func TestAcceptStoredDuplicateConflict(t *testing.T) {
 	if u := s2.Usage(); u.Records != 1 || u.EncodedBytes != Charge(k, r) {
 		t.Fatalf("Usage after reopen = %+v", u)
 	}
-	mustAccept(t, s2, k, r, Duplicate)
+	mustAccept(t, s2, k, r, deliverytype.Duplicate)
 }
 
 func TestChargeIsKeyPlusEncodedValue(t *testing.T) {
@@ -72,7 +73,7 @@ func TestAcceptRefusesInvalidRecordsAndForeignKeys(t *testing.T) {
 
 	bad := append([]byte(nil), r...)
 	bad[len(bad)-1] ^= 1 // hash no longer matches
-	if _, err := s.Accept(ctx, k, bad); !errors.Is(err, ErrInvalidRecord) || Classify(err) != ClassConflict {
+	if _, err := s.Accept(ctx, k, bad); !errors.Is(err, ErrInvalidRecord) || ClassOf(err) != deliverytype.Conflict {
 		t.Fatalf("tampered record: %v", err)
 	}
 	k2 := k
@@ -82,7 +83,7 @@ func TestAcceptRefusesInvalidRecordsAndForeignKeys(t *testing.T) {
 	}
 	other := k
 	other.Database[0] ^= 0xff
-	if _, err := s.Accept(ctx, other, r); !errors.Is(err, ErrBindingChanged) || Classify(err) != ClassStop {
+	if _, err := s.Accept(ctx, other, r); !errors.Is(err, ErrBindingChanged) || ClassOf(err) != deliverytype.Stop {
 		t.Fatalf("foreign database: %v", err)
 	}
 	if u := s.Usage(); u.Records != 0 || u.EncodedBytes != 0 {
@@ -108,12 +109,12 @@ func TestQuotaExactBoundary(t *testing.T) {
 	if n, err := s.Fit(ctx, []event.Key{k1, k1, k2}, [][]byte{r1, r1, r2}); err != nil || n != 3 {
 		t.Fatalf("Fit with repeat = %d, %v; want 3", n, err)
 	}
-	mustAccept(t, s, k1, r1, Stored)
+	mustAccept(t, s, k1, r1, deliverytype.Stored)
 	// k1 is archived: it charges 0, so k1+k2 still fits exactly, k3 does not.
 	if n, err := s.Fit(ctx, keys, recs); err != nil || n != 2 {
 		t.Fatalf("Fit after k1 = %d, %v; want 2", n, err)
 	}
-	mustAccept(t, s, k2, r2, Stored)
+	mustAccept(t, s, k2, r2, deliverytype.Stored)
 	if u := s.Usage(); u.EncodedBytes != opts.QuotaEncodedBytes {
 		t.Fatalf("used %d, want exactly the quota %d", u.EncodedBytes, opts.QuotaEncodedBytes)
 	}
@@ -121,11 +122,11 @@ func TestQuotaExactBoundary(t *testing.T) {
 		t.Fatalf("Fit at full quota = %d, %v; want 0", n, err)
 	}
 	_, err := s.Accept(ctx, k3, r3)
-	if !errors.Is(err, ErrCapacity) || Classify(err) != ClassCapacity {
+	if !errors.Is(err, ErrCapacity) || ClassOf(err) != deliverytype.Capacity {
 		t.Fatalf("Accept over quota: %v", err)
 	}
 	// Duplicates are still accepted at full quota: they charge nothing.
-	mustAccept(t, s, k1, r1, Duplicate)
+	mustAccept(t, s, k1, r1, deliverytype.Duplicate)
 	if _, err := s.Fit(ctx, keys, recs[:2]); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Fit with mismatched lengths: %v", err)
 	}
@@ -143,7 +144,7 @@ func TestFreeSpaceGuard(t *testing.T) {
 		t.Fatalf("Accept below the guard: %v", err)
 	}
 	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1<<20 + uint64(Charge(k, r)), TotalBytes: 1 << 30})
-	mustAccept(t, s, k, r, Stored)
+	mustAccept(t, s, k, r, deliverytype.Stored)
 }
 
 func TestStartupValidationCatchesTampering(t *testing.T) {
@@ -200,14 +201,14 @@ func TestStartupValidationCatchesTampering(t *testing.T) {
 			var r []byte
 			for i := uint64(1); i <= 3; i++ {
 				k, r = rec(t, testDatabase, i, 0, "payload")
-				mustAccept(t, s, k, r, Stored)
+				mustAccept(t, s, k, r, deliverytype.Stored)
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
 			editStore(t, fs, func(db *pebble.DB) { tc.edit(t, db, k, r) })
 			_, err := Open(context.Background(), testDir, testOptions(t, fs))
-			if !errors.Is(err, tc.want) || Classify(err) != ClassStop {
+			if !errors.Is(err, tc.want) || ClassOf(err) != deliverytype.Stop {
 				t.Fatalf("Open = %v, want %v (class stop)", err, tc.want)
 			}
 			assertNoPath(t, err)
@@ -272,7 +273,7 @@ func TestSecondOpenIsBusy(t *testing.T) {
 	fs := newMemFS(t, false)
 	_ = mustOpen(t, testOptions(t, fs))
 	_, err := Open(context.Background(), testDir, testOptions(t, fs))
-	if !errors.Is(err, ErrBusy) || Classify(err) != ClassUnavailable {
+	if !errors.Is(err, ErrBusy) || ClassOf(err) != deliverytype.Unavailable {
 		t.Fatalf("second Open: %v", err)
 	}
 }

@@ -103,7 +103,7 @@ func (s *Store) registerGauges() error {
 // Class as the span status and as error.type; otherwise it sets ok.
 func endSpan(span trace.Span, err error, ok ...attribute.KeyValue) {
 	if err != nil {
-		class := Classify(err).String()
+		class := ClassOf(err).String()
 		span.RecordError(err)
 		span.SetStatus(codes.Error, class)
 		span.SetAttributes(attribute.String("error.type", class))

@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -29,8 +30,8 @@ func TestTelemetry(t *testing.T) {
 	s := mustOpen(t, opts)
 
 	k1, r1 := rec(t, testDatabase, 1, 0, "one")
-	mustAccept(t, s, k1, r1, Stored)
-	mustAccept(t, s, k1, r1, Duplicate)
+	mustAccept(t, s, k1, r1, deliverytype.Stored)
+	mustAccept(t, s, k1, r1, deliverytype.Duplicate)
 	_, other := rec(t, testDatabase, 1, 0, "uno")
 	if _, err := s.Accept(ctx, k1, other); !errors.Is(err, ErrConflict) {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func TestMonitorQuotaGaugesOutliveTheStore(t *testing.T) {
 	opts.MeterProvider, opts.Monitor, opts.QuotaEncodedBytes = mp, mon, 1000
 	s := mustOpen(t, opts)
 	k1, r1 := rec(t, testDatabase, 1, 0, "one")
-	mustAccept(t, s, k1, r1, Stored)
+	mustAccept(t, s, k1, r1, deliverytype.Stored)
 	m := collect(t, reader)
 	if got := gauge(m, "riffdb.archive.quota.used"); got != Charge(k1, r1) {
 		t.Fatalf("quota.used = %d, want %d", got, Charge(k1, r1))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/internal/testutil"
 )
 
@@ -23,7 +24,7 @@ func TestObsoleteWALsAreDeleted(t *testing.T) {
 	defer s.Close()
 	for i := range 1500 {
 		k, r := rec(t, testDatabase, uint64(i+1), 0, fmt.Sprintf("payload %0500d", i))
-		mustAccept(t, s, k, r, Stored)
+		mustAccept(t, s, k, r, deliverytype.Stored)
 	}
 	if m := s.db.Metrics(); m.Flush.Count < 3 {
 		t.Fatalf("%d flushes: the memtable size did not reach Pebble", m.Flush.Count)

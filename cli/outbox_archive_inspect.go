@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 )
 
@@ -282,9 +283,9 @@ func classifyInspectError(err error, rep archive.InspectReport, opts archive.Ins
 		return e
 	case errors.Is(err, archive.ErrIncompatibleFormat):
 		return Public("archive_incompatible_format", "the archive's format is not supported by this riffdb; it requires operator investigation")
-	case errors.Is(err, archive.ErrCorrupt), archive.Classify(err) == archive.ClassStop:
+	case errors.Is(err, archive.ErrCorrupt), archive.ClassOf(err) == deliverytype.Stop:
 		// Storage-engine corruption found while scanning can arrive
-		// unwrapped; Classify recognizes it. The verdict is still reported.
+		// unwrapped; ClassOf recognizes it. The verdict is still reported.
 		e := Public("archive_integrity_corrupt", "%s", integrityMessage(archive.IntegrityCorrupt))
 		if rep.Format != "" {
 			rep.Integrity = archive.IntegrityCorrupt

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/testutil"
@@ -102,7 +103,7 @@ func (a *testArchive) grow(t *testing.T, n, payloadLen int) {
 			t.Fatal(err)
 		}
 		rec := st.Encode()
-		if out, err := s.Accept(ctx, key, rec); err != nil || out != archive.Stored {
+		if out, err := s.Accept(ctx, key, rec); err != nil || out != deliverytype.Stored {
 			t.Fatalf("accept %d: %v, %v", a.records, out, err)
 		}
 		a.encoded += archive.Charge(key, rec)

@@ -1,4 +1,4 @@
-package server
+package delivery
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -61,7 +62,7 @@ type crashPoint struct {
 	onCrash func()
 }
 
-func (c *crashPoint) Accept(ctx context.Context, k event.Key, r []byte) (outbox.Outcome, error) {
+func (c *crashPoint) Accept(ctx context.Context, k event.Key, r []byte) (deliverytype.Outcome, error) {
 	o, err := c.Destination.Accept(ctx, k, r)
 	if c.arm.Load() > 0 && c.arm.Add(-1) == 0 {
 		c.onCrash()
@@ -78,7 +79,7 @@ type deliveryModel struct {
 	dstFS    *vfs.MemFS
 	faulty   atomic.Bool
 	db       *primary.DB
-	dest     *archiveDestination
+	dest     *Destination
 	cp       *crashPoint
 	w        *outbox.Worker
 	quota    int64
@@ -101,7 +102,7 @@ func (m *deliveryModel) open(srcFS, dstFS *vfs.MemFS) {
 		}
 		return nil
 	})
-	m.dest = newArchiveDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: m.quota,
+	m.dest = newDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: m.quota,
 		FS: errorfs.Wrap(dstFS, inj), MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: m.clock})
 	m.cp = &crashPoint{Destination: m.dest}
 	m.cp.onCrash = func() {

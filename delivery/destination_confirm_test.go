@@ -1,16 +1,15 @@
-package server
+package delivery
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/outbox"
 )
 
 // confirmSetup is an archive destination on the test's disk (the check
@@ -18,7 +17,7 @@ import (
 // and a way to accept event seq.
 type confirmSetup struct {
 	dir    string
-	d      *archiveDestination
+	d      *Destination
 	accept func(seq uint64)
 }
 
@@ -29,7 +28,7 @@ func newConfirmSetup(t *testing.T) *confirmSetup {
 		t.Fatal(err)
 	}
 	id := event.DatabaseID{0x01, 0x93, 0x2a, 0x71, 0x01, 0x81, 0x70, 0x01, 0x81, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x03}
-	d := newArchiveDestination(dir, archive.Options{Database: id, QuotaEncodedBytes: 1 << 30, MinFreeBytes: -1})
+	d := newDestination(dir, archive.Options{Database: id, QuotaEncodedBytes: 1 << 30, MinFreeBytes: -1})
 	d.setScrubRate(0)
 	t.Cleanup(func() { _ = d.Close() })
 	s := &confirmSetup{dir: dir, d: d}
@@ -87,7 +86,7 @@ func TestConfirmChecksTheStoreDirectory(t *testing.T) {
 		}
 		s.accept(2) // the open store still writes, into the moved directory
 		err := s.d.Confirm(ctx)
-		if !errors.Is(err, outbox.ErrUnavailable) {
+		if deliverytype.ClassOf(err) != deliverytype.Unavailable {
 			t.Fatalf("Confirm after the store directory was moved away = %v, want ErrUnavailable", err)
 		}
 		if s.d.store != nil {
@@ -113,7 +112,7 @@ func TestConfirmChecksTheStoreDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := s.d.Confirm(ctx)
-		if !errors.Is(err, outbox.ErrRefused) {
+		if deliverytype.ClassOf(err) != deliverytype.Refused {
 			t.Fatalf("Confirm after the store directory was replaced = %v, want ErrRefused", err)
 		}
 		if s.d.store != nil {
@@ -151,7 +150,7 @@ func TestConfirmChecksTheStoreDirectory(t *testing.T) {
 		if err := os.Rename(away, s.storeDir()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.d.Confirm(ctx); !errors.Is(err, outbox.ErrRefused) {
+		if err := s.d.Confirm(ctx); deliverytype.ClassOf(err) != deliverytype.Refused {
 			t.Fatalf("Confirm of acceptances made in two store directories = %v, want ErrRefused", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package server
+package delivery
 
 import (
 	"context"
@@ -102,7 +102,7 @@ func BenchmarkDeliveryWithScrub(b *testing.B) {
 	}
 	// One destination, as in a server: closed between drains, so that the
 	// next open starts its background goroutine at the next rate.
-	d := newArchiveDestination(outboxDir, opts)
+	d := newDestination(outboxDir, opts)
 	source := d.anchoredTo(db)
 	defer d.Close()
 	var scrubbed atomic.Int64

@@ -1,4 +1,4 @@
-package server
+package delivery
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/internal/testutil"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -64,15 +65,15 @@ func newScrubSetup(t *testing.T, n int) *scrubSetup {
 	return s
 }
 
-func (s *scrubSetup) dest(t *testing.T, rate int) *archiveDestination {
-	d := newArchiveDestination("/outbox", archive.Options{Database: s.db.Identity(), QuotaEncodedBytes: 1 << 30,
+func (s *scrubSetup) dest(t *testing.T, rate int) *Destination {
+	d := newDestination("/outbox", archive.Options{Database: s.db.Identity(), QuotaEncodedBytes: 1 << 30,
 		FS: s.fs, MinFreeBytes: -1, Logger: zaptest.NewLogger(t)})
 	d.setScrubRate(rate)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
 
-func (s *scrubSetup) worker(t *testing.T, d *archiveDestination) *outbox.Worker {
+func (s *scrubSetup) worker(t *testing.T, d *Destination) *outbox.Worker {
 	w, err := outbox.New(outbox.Options{Alias: "default", Source: d.anchoredTo(s.db), Destination: d, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -142,10 +143,10 @@ func TestScrubStopsDeliveryOnCorruptPrefix(t *testing.T) {
 	if _, err := w.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if h := w.Health(); h.State != outbox.StateStopped || h.Reason != outbox.ReasonCorruptContent {
+	if h := w.Health(); h.State != outbox.StateStopped || h.Reason != deliverytype.ReasonCorruptContent {
 		t.Fatalf("health after the scrub %+v, want stopped/corrupt_content", h)
 	}
-	if err := d.Probe(context.Background()); !errors.Is(err, outbox.ErrCorrupt) {
+	if err := d.Probe(context.Background()); deliverytype.ReasonOf(err) != deliverytype.ReasonCorruptContent {
 		t.Fatalf("Probe after the scrub: %v", err)
 	}
 	if err := d.Close(); err != nil && !errors.Is(err, archive.ErrCorrupt) {
@@ -155,7 +156,7 @@ func TestScrubStopsDeliveryOnCorruptPrefix(t *testing.T) {
 	// The next start: the checkpoint was dropped, the whole archive is
 	// validated, and it is refused.
 	d2 := s.dest(t, 0)
-	if err := d2.Probe(context.Background()); !errors.Is(err, outbox.ErrCorrupt) {
+	if err := d2.Probe(context.Background()); deliverytype.ReasonOf(err) != deliverytype.ReasonCorruptContent {
 		t.Fatalf("Probe at the next start: %v, want corrupt content", err)
 	}
 }

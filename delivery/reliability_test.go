@@ -1,4 +1,4 @@
-package server
+package delivery
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/crashfs"
 	"github.com/riffdb/riffdb/internal/reliability"
@@ -45,7 +46,7 @@ type relStores struct {
 	srcFS  vfs.FS
 	dstFS  vfs.FS // what the archive opens (maybe an errorfs wrapper)
 	db     *primary.DB
-	dest   *archiveDestination
+	dest   *Destination
 	w      *outbox.Worker
 	acked  map[event.ID][]byte  // every acknowledged event's exact bytes
 	ever   map[event.Key][]byte // every value any archive key ever held
@@ -88,7 +89,7 @@ func (s *relStores) open(srcFS, dstFS vfs.FS, wrap func(outbox.Source, outbox.De
 		s.t.Fatalf("open the primary: %v", err)
 	}
 	s.db = db
-	s.dest = newArchiveDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: 1 << 30,
+	s.dest = newDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: 1 << 30,
 		FS: dstFS, MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: s.clock})
 	var src outbox.Source = db
 	var dst outbox.Destination = s.dest
@@ -319,7 +320,7 @@ type crashDestination struct {
 	c *crashAt
 }
 
-func (d crashDestination) Accept(ctx context.Context, k event.Key, r []byte) (outbox.Outcome, error) {
+func (d crashDestination) Accept(ctx context.Context, k event.Key, r []byte) (deliverytype.Outcome, error) {
 	o, err := d.Destination.Accept(ctx, k, r)
 	if err == nil {
 		d.c.reached(pointAfterArchive)
@@ -504,7 +505,7 @@ func TestReliabilityArchiveFaults(t *testing.T) {
 					s.stored += res.Stored
 					s.dups += res.Duplicates
 					h := s.w.Health()
-					r.health[h.State+"/"+h.Reason] = true
+					r.health[h.State+"/"+string(h.Reason)] = true
 					if h.State == outbox.StateStopped {
 						t.Fatalf("%s: delivery stopped (%s): a transient fault must not need a restart", what, h.Reason)
 					}

@@ -1,4 +1,4 @@
-package server
+package delivery
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/archive"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -75,7 +76,7 @@ func TestTelemetryOfOneDeliveryCycle(t *testing.T) {
 		}
 		return nil
 	}))
-	dest := newArchiveDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: quota, FS: fs,
+	dest := newDestination("/outbox", archive.Options{Database: db.Identity(), QuotaEncodedBytes: quota, FS: fs,
 		MinFreeBytes: -1, TxnTimeout: 2 * time.Second, Clock: clock, TracerProvider: tp, MeterProvider: mp})
 	defer dest.Close()
 	if err := dest.Probe(ctx); err != nil { // open and validate before the fault
@@ -96,7 +97,7 @@ func TestTelemetryOfOneDeliveryCycle(t *testing.T) {
 	faulty.Store(false)
 	clock.advance(outbox.RetryDelay)
 	res, err = w.RunOnce(ctx)
-	if err != nil || res.Stored != 2 || res.Completed != 2 || res.Halted != outbox.ReasonCapacityExhausted {
+	if err != nil || res.Stored != 2 || res.Completed != 2 || res.Halted != deliverytype.ReasonCapacityExhausted {
 		t.Fatalf("second pass: %+v %v", res, err)
 	}
 

@@ -1,4 +1,4 @@
-package outbox_test
+package deliverytype_test
 
 import (
 	"go/ast"
@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/riffdb/riffdb/outbox"
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // TestReasonsListsEveryReason: the reason gauge reports one series per
 // entry of Reasons, so a reason constant missing from it would never show
-// on a dashboard. Every Reason* constant of health.go but ReasonNone must be
-// listed, once.
+// on a dashboard. Every Reason* constant of deliverytype.go but ReasonNone
+// must be listed, once.
 func TestReasonsListsEveryReason(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "health.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "deliverytype.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,14 +39,14 @@ func TestReasonsListsEveryReason(t *testing.T) {
 		return true
 	})
 	if len(consts) < 12 {
-		t.Fatalf("found only %d reason constants in health.go", len(consts))
+		t.Fatalf("found only %d reason constants in deliverytype.go", len(consts))
 	}
 	for _, c := range consts {
-		if !slices.Contains(outbox.Reasons, c) {
-			t.Errorf("reason %q is missing from outbox.Reasons", c)
+		if !slices.Contains(deliverytype.Reasons, deliverytype.Reason(c)) {
+			t.Errorf("reason %q is missing from deliverytype.Reasons", c)
 		}
 	}
-	if len(outbox.Reasons) != len(consts) {
-		t.Errorf("outbox.Reasons has %d entries, health.go %d reason constants", len(outbox.Reasons), len(consts))
+	if len(deliverytype.Reasons) != len(consts) {
+		t.Errorf("deliverytype.Reasons has %d entries, deliverytype.go %d reason constants", len(deliverytype.Reasons), len(consts))
 	}
 }

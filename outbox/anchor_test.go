@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/outbox"
 )
 
@@ -11,7 +12,7 @@ import (
 type lostErr struct{ n int64 }
 
 func (e lostErr) Error() string         { return fmt.Sprintf("archive lost %d records", e.n) }
-func (e lostErr) Unwrap() error         { return outbox.ErrArchiveLost }
+func (e lostErr) Unwrap() error         { return errArchiveLost }
 func (e lostErr) MissingRecords() int64 { return e.n }
 
 // TestLostRecordsAndHistoryBehindStopBeforeAnyClaim: an archive that lost
@@ -21,13 +22,13 @@ func (e lostErr) MissingRecords() int64 { return e.n }
 func TestLostRecordsAndHistoryBehindStopBeforeAnyClaim(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
-		reason string
+		reason deliverytype.Reason
 		miss   int64
 	}{
-		{lostErr{n: 42}, outbox.ReasonArchiveLostRecords, 42},
-		{fmt.Errorf("%w: event 9.0 beyond the last commit 7", outbox.ErrHistoryBehind), outbox.ReasonHistoryBehindArchive, 0},
+		{lostErr{n: 42}, deliverytype.ReasonArchiveLostRecords, 42},
+		{fmt.Errorf("%w: event 9.0 beyond the last commit 7", errHistoryBehind), deliverytype.ReasonHistoryBehindArchive, 0},
 	} {
-		t.Run(tc.reason, func(t *testing.T) {
+		t.Run(string(tc.reason), func(t *testing.T) {
 			b := setup(t, 1<<30, 0)
 			b.commit(t, 3)
 			b.dst.probeErr = tc.err // the first pass of a new worker probes

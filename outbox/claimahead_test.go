@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -123,7 +124,7 @@ func TestFailedFirstAcceptanceClaimsNothingMore(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.dst.acceptHook = func(n int, _ event.Key) error {
 		if n == 1 {
-			return fmt.Errorf("%w: the archive directory is missing", outbox.ErrUnavailable)
+			return fmt.Errorf("%w: the archive directory is missing", errUnavailable)
 		}
 		return nil
 	}
@@ -145,7 +146,7 @@ func TestFailureRetriesTheRunClaimedAhead(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.dst.acceptHook = func(n int, _ event.Key) error {
 		if n == 5 {
-			return fmt.Errorf("%w: i/o error", outbox.ErrUnavailable)
+			return fmt.Errorf("%w: i/o error", errUnavailable)
 		}
 		return nil
 	}
@@ -157,7 +158,7 @@ func TestFailureRetriesTheRunClaimedAhead(t *testing.T) {
 	if got := states(t, b); got[primary.IntentRetryScheduled] != 28 || got[primary.IntentPending] != 16 || got[primary.IntentDelivering] != 0 {
 		t.Fatalf("intents by state %v: want 28 retry scheduled, 16 pending, none delivering", got)
 	}
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonDestinationUnavailable {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Fatalf("health %+v", h)
 	}
 }
@@ -189,7 +190,7 @@ func TestRunClaimedAheadFitsTheQuotaWithTheRunBeforeIt(t *testing.T) {
 	if !slices.Equal(b.src.claims, []int{16, 4}) || res.Stored != 20 || res.Completed != 20 || res.Retried != 0 {
 		t.Fatalf("claims %v, pass %+v: want runs of 16 and 4, all 20 stored and completed", b.src.claims, res)
 	}
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonCapacityExhausted {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonCapacityExhausted {
 		t.Fatalf("health %+v", h)
 	}
 	for _, in := range b.intents(t) {
@@ -243,7 +244,7 @@ func TestRefusalFoundWhileClaimingAheadHaltsTheRun(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.dst.fitErr = func(call int) error {
 		if call == 2 {
-			return fmt.Errorf("%w: the archive directory's mode changed", outbox.ErrRefused)
+			return fmt.Errorf("%w: the archive directory's mode changed", errRefused)
 		}
 		return nil
 	}
@@ -252,7 +253,7 @@ func TestRefusalFoundWhileClaimingAheadHaltsTheRun(t *testing.T) {
 	if !slices.Equal(b.src.claims, []int{16}) || res.Stored != 1 || res.Completed != 1 || res.Retried != 15 {
 		t.Fatalf("claims %v, pass %+v: want one run claimed, 1 stored and completed, 15 retried", b.src.claims, res)
 	}
-	if h := b.w.Health(); h.State != outbox.StatePaused || h.Reason != outbox.ReasonDestinationRefused {
+	if h := b.w.Health(); h.State != outbox.StatePaused || h.Reason != deliverytype.ReasonDestinationRefused {
 		t.Fatalf("health %+v", h)
 	}
 	if got := states(t, b); got[primary.IntentRetryScheduled] != 15 || got[primary.IntentPending] != 32 || got[primary.IntentDelivering] != 0 {

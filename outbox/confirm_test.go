@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -90,7 +91,7 @@ func TestConfirmOncePerGroupBeforeItsCompletion(t *testing.T) {
 func TestUnconfirmedGroupIsRetriedNotCompleted(t *testing.T) {
 	b, c := setupConfirming(t, func(n int) error {
 		if n == 2 {
-			return fmt.Errorf("%w: the archive store directory disappeared", outbox.ErrUnavailable)
+			return fmt.Errorf("%w: the archive store directory disappeared", errUnavailable)
 		}
 		return nil
 	})
@@ -99,7 +100,7 @@ func TestUnconfirmedGroupIsRetriedNotCompleted(t *testing.T) {
 	if !slices.Equal(b.src.completes, []int{16}) || res.Completed != 16 || res.Claimed != 40 || res.Retried != 24 {
 		t.Fatalf("completions %v, pass %+v: want the first group only completed, the second and the third run retried", b.src.completes, res)
 	}
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonDestinationUnavailable {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Fatalf("health %+v", h)
 	}
 	if got := states(t, b); got[primary.IntentRetryScheduled] != 24 || got[primary.IntentPending] != 0 || got[primary.IntentDelivering] != 0 {
@@ -121,7 +122,7 @@ func TestUnconfirmedGroupIsRetriedNotCompleted(t *testing.T) {
 // while it was delivered, so none is left delivering until its lease ends.
 func TestUnconfirmedGroupInTheMiddleOfARun(t *testing.T) {
 	b, c := setupConfirming(t, func(int) error {
-		return fmt.Errorf("%w: the archive store directory was replaced", outbox.ErrRefused)
+		return fmt.Errorf("%w: the archive store directory was replaced", errRefused)
 	})
 	fits := 0
 	c.memArchive.fitHook = func(n int) int {
@@ -137,7 +138,7 @@ func TestUnconfirmedGroupInTheMiddleOfARun(t *testing.T) {
 	if len(b.src.completes) != 0 || res.Completed != 0 || res.Claimed != 38 || res.Retried != 38 {
 		t.Fatalf("completions %v, pass %+v: want nothing completed and the 38 claimed retried", b.src.completes, res)
 	}
-	if h := b.w.Health(); h.State != outbox.StatePaused || h.Reason != outbox.ReasonDestinationRefused {
+	if h := b.w.Health(); h.State != outbox.StatePaused || h.Reason != deliverytype.ReasonDestinationRefused {
 		t.Fatalf("health %+v", h)
 	}
 	if got := states(t, b); got[primary.IntentRetryScheduled] != 38 || got[primary.IntentPending] != 2 || got[primary.IntentDelivering] != 0 {
@@ -153,7 +154,7 @@ func TestUnconfirmedGroupInTheMiddleOfARun(t *testing.T) {
 // on delivering the rest of the run).
 func TestUnconfirmedGroupBeforeAFailedAcceptance(t *testing.T) {
 	b, _ := setupConfirming(t, func(int) error {
-		return fmt.Errorf("%w: the archive store directory disappeared", outbox.ErrUnavailable)
+		return fmt.Errorf("%w: the archive store directory disappeared", errUnavailable)
 	})
 	key := event.Key{Database: b.db.Identity(), Incarnation: b.db.Incarnation(), Event: event.ID{Seq: 5}}
 	b.dst.records[key] = []byte("different bytes")
@@ -165,7 +166,7 @@ func TestUnconfirmedGroupBeforeAFailedAcceptance(t *testing.T) {
 	if got := states(t, b); got[primary.IntentRetryScheduled] != 10 || got[primary.IntentDelivering] != 0 {
 		t.Fatalf("intents by state %v", got)
 	}
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonDestinationUnavailable {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Fatalf("health %+v", h)
 	}
 }

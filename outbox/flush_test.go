@@ -252,7 +252,7 @@ func TestFlushBeforeRetryWriteFailure(t *testing.T) {
 	b.commit(t, 3)
 	b.dst.acceptHook = func(n int, _ event.Key) error {
 		if n == 2 {
-			return outbox.ErrUnavailable
+			return errUnavailable
 		}
 		return nil
 	}

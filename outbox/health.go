@@ -3,6 +3,8 @@ package outbox
 import (
 	"sync"
 	"time"
+
+	"github.com/riffdb/riffdb/deliverytype"
 )
 
 // Health states.
@@ -16,40 +18,29 @@ const (
 // States lists every health state, in the order metrics report them.
 var States = []string{StateHealthy, StateDegraded, StatePaused, StateStopped}
 
-// Health reasons (machine-readable).
-const (
-	ReasonNone                    = ""
-	ReasonStarting                = "starting"
-	ReasonNoDestination           = "no_destination"
-	ReasonStartupValidationFailed = "startup_validation_failed"
-	ReasonDestinationUnavailable  = "destination_unavailable"
-	ReasonCapacityExhausted       = "capacity_exhausted"
-	ReasonIdentityConflict        = "identity_conflict"
-	ReasonDestinationRefused      = "destination_refused"
-	ReasonBindingChanged          = "binding_changed"
-	ReasonIncompatibleFormat      = "incompatible_format"
-	ReasonCorruptContent          = "corrupt_content"
-	// ReasonArchiveLostRecords: the archive lost events that were completed
-	// (Health.MissingRecords says how many at least).
-	ReasonArchiveLostRecords = "archive_lost_records"
-	// ReasonHistoryBehindArchive: the archive holds events beyond the
-	// primary's last commit; restore with `riffdb database restore`, never
-	// by copying files back.
-	ReasonHistoryBehindArchive = "history_behind_archive"
-)
-
-// Reasons lists every health reason but ReasonNone, in the order metrics
-// report them (riffdb.outbox.health.reason).
-var Reasons = []string{ReasonStarting, ReasonNoDestination, ReasonStartupValidationFailed,
-	ReasonDestinationUnavailable, ReasonCapacityExhausted, ReasonIdentityConflict,
-	ReasonDestinationRefused, ReasonBindingChanged, ReasonIncompatibleFormat, ReasonCorruptContent,
-	ReasonArchiveLostRecords, ReasonHistoryBehindArchive}
+// healthOf returns the health state and reason a destination failure err
+// moves the worker to: its class decides the state, its mark names the
+// reason (deliverytype.ReasonOf).
+func healthOf(err error) (string, deliverytype.Reason) {
+	err = marked(err)
+	var state string
+	switch deliverytype.ClassOf(err) {
+	case deliverytype.Stop:
+		state = StateStopped
+	case deliverytype.Refused:
+		state = StatePaused
+	default: // unavailable, capacity
+		state = StateDegraded
+	}
+	return state, deliverytype.ReasonOf(err)
+}
 
 // Health is the outbox health of one database.
 type Health struct {
-	State  string    `json:"state"`
-	Reason string    `json:"reason"`
-	Since  time.Time `json:"since"`
+	State string `json:"state"`
+	// Reason is machine-readable (deliverytype's Reason* constants).
+	Reason deliverytype.Reason `json:"reason"`
+	Since  time.Time           `json:"since"`
 	// Conflicts counts identity conflicts since start: different bytes
 	// under an existing archive key. Each was dead-lettered.
 	Conflicts uint64 `json:"conflicts"`
@@ -61,7 +52,7 @@ type Health struct {
 // NoDestination is the health of a database without an outbox section:
 // intents stay pending and health is degraded.
 func NoDestination(since time.Time) Health {
-	return Health{State: StateDegraded, Reason: ReasonNoDestination, Since: since}
+	return Health{State: StateDegraded, Reason: deliverytype.ReasonNoDestination, Since: since}
 }
 
 type healthState struct {
@@ -78,14 +69,14 @@ func (s *healthState) get() Health {
 // set moves to state/reason. A stopped worker stays stopped. An identity
 // conflict keeps health degraded (identity_conflict) when it would otherwise
 // be healthy: the operator must investigate the conflicting event.
-func (s *healthState) set(state, reason string, now time.Time) {
+func (s *healthState) set(state string, reason deliverytype.Reason, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.h.State == StateStopped {
 		return
 	}
 	if state == StateHealthy && s.h.Conflicts > 0 {
-		state, reason = StateDegraded, ReasonIdentityConflict
+		state, reason = StateDegraded, deliverytype.ReasonIdentityConflict
 	}
 	if s.h.State != state || s.h.Reason != reason {
 		s.h.State, s.h.Reason, s.h.Since = state, reason, now
@@ -96,7 +87,7 @@ func (s *healthState) conflict(now time.Time) {
 	s.mu.Lock()
 	s.h.Conflicts++
 	s.mu.Unlock()
-	s.set(StateDegraded, ReasonIdentityConflict, now)
+	s.set(StateDegraded, deliverytype.ReasonIdentityConflict, now)
 }
 
 // missing records how many records the archive lost at least.

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"testing"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 )
@@ -19,14 +20,14 @@ func TestHealthyOnceADeliverySucceeds(t *testing.T) {
 	b.dst.acceptHook = func(n int, _ event.Key) error {
 		seen[n] = b.w.Health() // before the n-th acceptance, mid-pass
 		if n == 43 {
-			return outbox.ErrUnavailable
+			return errUnavailable
 		}
 		return nil
 	}
 	if res := b.run(t); res.Completed != 40 {
 		t.Fatalf("first pass %+v", res)
 	}
-	if h := seen[1]; h.State != outbox.StateDegraded || h.Reason != outbox.ReasonStarting {
+	if h := seen[1]; h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonStarting {
 		t.Errorf("health before the first acceptance %+v, want degraded/starting", h)
 	}
 	for _, n := range []int{2, 20, 40} {
@@ -38,7 +39,7 @@ func TestHealthyOnceADeliverySucceeds(t *testing.T) {
 	// An outage: the third acceptance of the next pass fails.
 	b.commit(t, 40)
 	b.run(t)
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonDestinationUnavailable {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Fatalf("health after the outage %+v", h)
 	}
 	// Repaired: healthy again from the first acceptance of the next pass on.
@@ -47,7 +48,7 @@ func TestHealthyOnceADeliverySucceeds(t *testing.T) {
 	if res := b.run(t); res.Completed != 38 {
 		t.Fatalf("pass after repair %+v", res)
 	}
-	if h := seen[44]; h.State != outbox.StateDegraded || h.Reason != outbox.ReasonDestinationUnavailable {
+	if h := seen[44]; h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Errorf("health before the first acceptance after repair %+v, want still degraded/destination_unavailable", h)
 	}
 	if h := seen[45]; h.State != outbox.StateHealthy {
@@ -65,7 +66,7 @@ func TestConflictKeepsHealthDegradedAfterADelivery(t *testing.T) {
 	var last outbox.Health
 	b.dst.acceptHook = func(int, event.Key) error { last = b.w.Health(); return nil }
 	b.run(t)
-	if last.State != outbox.StateDegraded || last.Reason != outbox.ReasonIdentityConflict {
+	if last.State != outbox.StateDegraded || last.Reason != deliverytype.ReasonIdentityConflict {
 		t.Fatalf("health during the pass after a conflict %+v", last)
 	}
 }

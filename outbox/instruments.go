@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/primary"
@@ -141,12 +142,12 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 			}
 			o.ObserveInt64(healthGauge, v, metric.WithAttributes(in.db, AttrState.String(s)))
 		}
-		for _, r := range Reasons {
+		for _, r := range deliverytype.Reasons {
 			v := int64(0)
 			if r == h.Reason {
 				v = 1
 			}
-			o.ObserveInt64(reasonGauge, v, metric.WithAttributes(in.db, AttrReason.String(r)))
+			o.ObserveInt64(reasonGauge, v, metric.WithAttributes(in.db, AttrReason.String(string(r))))
 		}
 		return nil
 	}, healthGauge, reasonGauge, missingGauge)
@@ -231,15 +232,12 @@ func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (
 // acceptance context (acceptContext: the delivery timeout, and not the
 // pass's cancellation). The archive records its own riffdb.archive.txn span
 // as a child.
-func (w *Worker) accept(ctx context.Context, key event.Key, record []byte, m primary.Intent) (Outcome, error) {
+func (w *Worker) accept(ctx context.Context, key event.Key, record []byte, m primary.Intent) (deliverytype.Outcome, error) {
 	outcome, err := w.dst.Accept(ctx, key, record)
 	if err == nil && !m.CommittedAt.IsZero() {
 		w.inst.lag.Record(ctx, w.clock.Now().Sub(m.CommittedAt).Seconds(), w.inst.dbSet)
 	}
-	if err != nil && !isClassified(err) {
-		err = errorsJoinUnavailable(err)
-	}
-	return outcome, err
+	return outcome, marked(err)
 }
 
 func (w *Worker) complete(ctx context.Context, group []primary.Intent, reason string) error {

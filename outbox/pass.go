@@ -8,9 +8,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/primary"
 )
+
+// errNoFit halts a pass whose next event does not fit the archive quota even
+// alone: delivery pauses without spending an attempt.
+var errNoFit = deliverytype.New("outbox: the next event does not fit the archive quota",
+	deliverytype.Capacity, deliverytype.ReasonCapacityExhausted)
 
 // PassResult summarizes one pass, for tests and logs.
 type PassResult struct {
@@ -21,8 +27,9 @@ type PassResult struct {
 	Retried      int // members scheduled for retry
 	DeadLettered int // intents dead-lettered
 	Renewed      int // leases renewed before delivery
-	// Halted is the health reason that ended the pass early, or "".
-	Halted string
+	// Halted is the health reason that ended the pass early, or
+	// deliverytype.ReasonNone.
+	Halted deliverytype.Reason
 }
 
 // RunOnce runs one pass over the undelivered index and returns what it did.
@@ -109,7 +116,7 @@ func (p *pass) run() error {
 	// While unhealthy, probe before claiming anything: an outage must not
 	// spend attempts. A destination that failed between calls (Watched)
 	// is probed too, so that an idle worker reports it.
-	if h.State != StateHealthy || h.Reason == ReasonIdentityConflict || w.destinationFailed() {
+	if h.State != StateHealthy || h.Reason == deliverytype.ReasonIdentityConflict || w.destinationFailed() {
 		if err := w.dst.Probe(context.WithoutCancel(p.ctx)); err != nil {
 			return p.fail(err)
 		}
@@ -150,7 +157,7 @@ func (p *pass) run() error {
 		}
 	}
 	if !p.halted {
-		w.health.set(StateHealthy, ReasonNone, p.now())
+		w.health.set(StateHealthy, deliverytype.ReasonNone, p.now())
 	}
 	return nil
 }
@@ -230,7 +237,7 @@ func (p *pass) page(page []primary.Intent) error {
 			if err := p.flush(flushFailure); err != nil {
 				return err
 			}
-			return p.fail(fmt.Errorf("%w: the next event does not fit the archive quota", ErrCapacity))
+			return p.fail(errNoFit)
 		}
 		if err := p.claimAndDeliver(run[:n], keys[:n], records[:n], page[i+n:]); err != nil || p.halted {
 			return err
@@ -322,7 +329,7 @@ func (p *pass) deliver(runCtx context.Context, claimed []primary.Intent, keys []
 			if p.halted { // the group before m was not confirmed: m and the rest are retried
 				return p.retryRest(claimed[k:])
 			}
-			if errors.Is(err, ErrConflict) {
+			if deliverytype.ClassOf(err) == deliverytype.Conflict {
 				if err := p.conflict(m); err != nil {
 					return err
 				}
@@ -330,7 +337,7 @@ func (p *pass) deliver(runCtx context.Context, claimed []primary.Intent, keys []
 			}
 			return p.halt(claimed[k:], err)
 		}
-		if outcome == Duplicate {
+		if outcome == deliverytype.Duplicate {
 			p.res.Duplicates++
 		} else {
 			p.res.Stored++
@@ -420,7 +427,7 @@ func (p *pass) prepareNext(pendingKeys []event.Key, pendingRecords [][]byte, aft
 	allKeys := append(append(make([]event.Key, 0, len(pendingKeys)+len(keys)), pendingKeys...), keys...)
 	allRecords := append(append(make([][]byte, 0, len(pendingRecords)+len(records)), pendingRecords...), records...)
 	n, err := p.w.dst.Fit(context.WithoutCancel(p.ctx), allKeys, allRecords)
-	if errors.Is(err, ErrCapacity) {
+	if deliverytype.ClassOf(err) == deliverytype.Capacity {
 		// The free-space guard refused the two runs together: page
 		// decides once this run is alone.
 		return nil, nil
@@ -531,7 +538,7 @@ func (p *pass) delivering() {
 		return
 	}
 	p.accepted = true
-	p.w.health.set(StateHealthy, ReasonNone, p.now())
+	p.w.health.set(StateHealthy, deliverytype.ReasonNone, p.now())
 }
 
 // conflict dead-letters a member whose identity holds different bytes in the
@@ -661,10 +668,7 @@ func (p *pass) confirm(group []primary.Intent) (confirmed bool, err error) {
 	if cerr == nil {
 		return true, nil
 	}
-	if !isClassified(cerr) {
-		cerr = errorsJoinUnavailable(cerr)
-	}
-	return false, p.halt(group, fmt.Errorf("outbox: the archive could not confirm %d accepted events: %w", len(group), cerr))
+	return false, p.halt(group, fmt.Errorf("outbox: the archive could not confirm %d accepted events: %w", len(group), marked(cerr)))
 }
 
 // awaitFlush waits for the completion flush in flight, if any.
@@ -695,35 +699,12 @@ func (p *pass) fail(err error) error {
 		return context.Cause(p.ctx)
 	}
 	p.halted = true
-	state, reason := classify(err)
+	state, reason := healthOf(err)
 	p.res.Halted = reason
 	if n, ok := MissingRecords(err); ok {
 		p.w.health.missing(n)
 	}
 	p.w.health.set(state, reason, p.now())
-	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", reason), zap.Error(err))
+	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", string(reason)), zap.Error(err))
 	return nil
-}
-
-func classify(err error) (state, reason string) {
-	switch {
-	case errors.Is(err, ErrBindingChanged):
-		return StateStopped, ReasonBindingChanged
-	case errors.Is(err, ErrIncompatibleFormat):
-		return StateStopped, ReasonIncompatibleFormat
-	case errors.Is(err, ErrCorrupt):
-		return StateStopped, ReasonCorruptContent
-	case errors.Is(err, ErrArchiveLost):
-		return StateStopped, ReasonArchiveLostRecords
-	case errors.Is(err, ErrHistoryBehind):
-		return StateStopped, ReasonHistoryBehindArchive
-	case errors.Is(err, ErrRefused):
-		return StatePaused, ReasonDestinationRefused
-	case errors.Is(err, ErrCapacity):
-		return StateDegraded, ReasonCapacityExhausted
-	case errors.Is(err, ErrStartupValidation):
-		return StateDegraded, ReasonStartupValidationFailed
-	default:
-		return StateDegraded, ReasonDestinationUnavailable
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -30,7 +31,7 @@ func (a *stoppingArchive) stop(method string) error {
 		return nil
 	}
 	a.cancel()
-	return fmt.Errorf("%w: %w", outbox.ErrUnavailable, context.Canceled)
+	return fmt.Errorf("%w: %w", errUnavailable, context.Canceled)
 }
 
 func (a *stoppingArchive) Probe(ctx context.Context) error {
@@ -47,7 +48,7 @@ func (a *stoppingArchive) Fit(ctx context.Context, keys []event.Key, records [][
 	return a.memArchive.Fit(ctx, keys, records)
 }
 
-func (a *stoppingArchive) Accept(ctx context.Context, key event.Key, record []byte) (outbox.Outcome, error) {
+func (a *stoppingArchive) Accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error) {
 	if err := a.stop("Accept"); err != nil {
 		return 0, err
 	}
@@ -66,12 +67,12 @@ func TestStoppingMidPassIsNotADestinationFailure(t *testing.T) {
 		// healthy runs a first pass, so that health is healthy (otherwise
 		// it is still starting and the stopped pass probes first).
 		healthy bool
-		want    string // the health reason after the stopped pass
+		want    deliverytype.Reason // the health reason after the stopped pass
 	}{
-		{"Probe", false, outbox.ReasonStarting},
-		{"Fit", true, outbox.ReasonNone},
-		{"Accept", true, outbox.ReasonNone},
-		{"Accept", false, outbox.ReasonStarting},
+		{"Probe", false, deliverytype.ReasonStarting},
+		{"Fit", true, deliverytype.ReasonNone},
+		{"Accept", true, deliverytype.ReasonNone},
+		{"Accept", false, deliverytype.ReasonStarting},
 	} {
 		t.Run(fmt.Sprintf("%s healthy=%v", tc.method, tc.healthy), func(t *testing.T) {
 			b := setup(t, 1<<30, 0)
@@ -141,7 +142,7 @@ func (a *finishingArchive) Fit(ctx context.Context, keys []event.Key, records []
 	return a.memArchive.Fit(ctx, keys, records)
 }
 
-func (a *finishingArchive) Accept(ctx context.Context, key event.Key, record []byte) (outbox.Outcome, error) {
+func (a *finishingArchive) Accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error) {
 	a.stop(ctx, "Accept")
 	return a.memArchive.Accept(ctx, key, record)
 }

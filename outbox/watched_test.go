@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/outbox"
 )
 
@@ -39,21 +40,21 @@ func TestIdleWorkerStopsWhenItsDestinationFails(t *testing.T) {
 	sig.Parked.WaitOrTimeout(t) // idle: parked until something happens
 
 	dst.mu.Lock()
-	dst.probeErr = fmt.Errorf("%w: the scrub found a damaged record", outbox.ErrCorrupt)
+	dst.probeErr = fmt.Errorf("%w: the scrub found a damaged record", errCorrupt)
 	dst.mu.Unlock()
 	close(dst.failed)
 	// Passes the commits' notifications started may still end first; the
 	// pass the failure starts halts (a few at most, never a timeout).
 	for i := 0; ; i++ {
 		res := sig.PassEnded.WaitOrTimeout(t)
-		if res.Halted == outbox.ReasonCorruptContent {
+		if res.Halted == deliverytype.ReasonCorruptContent {
 			break
 		}
 		if i == 3 {
 			t.Fatalf("no pass halted on the failure; last %+v", res)
 		}
 	}
-	if h := w.Health(); h.State != outbox.StateStopped || h.Reason != outbox.ReasonCorruptContent {
+	if h := w.Health(); h.State != outbox.StateStopped || h.Reason != deliverytype.ReasonCorruptContent {
 		t.Fatalf("health %+v, want stopped/corrupt_content", h)
 	}
 }

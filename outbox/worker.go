@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/testsignal"
@@ -52,17 +53,9 @@ type Source interface {
 	DeadLetter(ctx context.Context, in primary.Intent, reason string) (primary.Intent, error)
 }
 
-// Outcome is the result of one accepted archive transaction.
-type Outcome int
-
-// Acceptance outcomes.
-const (
-	Stored    Outcome = iota + 1 // a new record and its quota charge were written
-	Duplicate                    // equal bytes were already archived; nothing written
-)
-
 // Destination is what the worker needs from the archive. Every error it
-// returns wraps one of the class sentinels of this package.
+// returns carries its delivery class and reason (deliverytype.Mark); an
+// error without one is taken for an unavailability.
 type Destination interface {
 	// Probe checks that the destination is usable (custody, availability,
 	// startup validation) without writing anything.
@@ -71,8 +64,9 @@ type Destination interface {
 	// writes nothing. Members already archived with equal bytes charge 0.
 	Fit(ctx context.Context, keys []event.Key, records [][]byte) (int, error)
 	// Accept stores the exact record and its quota charge in one durable
-	// transaction, or reports Duplicate, or fails with ErrConflict.
-	Accept(ctx context.Context, key event.Key, record []byte) (Outcome, error)
+	// transaction (deliverytype.Stored), or reports deliverytype.Duplicate,
+	// or fails with an error of class deliverytype.Conflict.
+	Accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error)
 }
 
 // Confirmer is implemented by a Destination whose acceptances are trusted
@@ -86,7 +80,8 @@ type Destination interface {
 // failed is.
 type Confirmer interface {
 	// Confirm reports whether every acceptance since the previous Confirm
-	// is in the destination; its error wraps ErrUnavailable or ErrRefused.
+	// is in the destination; its error is of class deliverytype.Unavailable
+	// or deliverytype.Refused.
 	Confirm(ctx context.Context) error
 }
 
@@ -180,7 +175,7 @@ func New(opts Options) (*Worker, error) {
 	}
 	w := &Worker{opts: opts, src: opts.Source, dst: opts.Destination, clock: opts.Clock,
 		log: opts.Logger.With(zap.String("database", opts.Alias)), wake: make(chan struct{}, 1)}
-	w.health.h = Health{State: StateDegraded, Reason: ReasonStarting, Since: opts.Clock.Now()}
+	w.health.h = Health{State: StateDegraded, Reason: deliverytype.ReasonStarting, Since: opts.Clock.Now()}
 	inst, err := newInstruments(opts, w.Health)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -98,7 +99,7 @@ func (a *memArchive) Fit(_ context.Context, keys []event.Key, records [][]byte) 
 	return len(keys), nil
 }
 
-func (a *memArchive) Accept(ctx context.Context, key event.Key, record []byte) (outbox.Outcome, error) {
+func (a *memArchive) Accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error) {
 	a.mu.Lock()
 	a.accepts++
 	n, hook, ctxHook := a.accepts, a.acceptHook, a.ctxHook
@@ -115,16 +116,16 @@ func (a *memArchive) Accept(ctx context.Context, key event.Key, record []byte) (
 	defer a.mu.Unlock()
 	if old, ok := a.records[key]; ok {
 		if bytes.Equal(old, record) {
-			return outbox.Duplicate, nil
+			return deliverytype.Duplicate, nil
 		}
-		return 0, outbox.ErrConflict
+		return 0, errConflict
 	}
 	if a.used+charge(record) > a.quota {
-		return 0, outbox.ErrCapacity
+		return 0, errCapacity
 	}
 	a.records[key] = bytes.Clone(record)
 	a.used += charge(record)
-	return outbox.Stored, nil
+	return deliverytype.Stored, nil
 }
 
 func (a *memArchive) len() int {
@@ -313,7 +314,7 @@ func TestRunEndsAtIntentNotDue(t *testing.T) {
 	b.dst.acceptHook = func(_ int, k event.Key) error {
 		if k.Event.Seq == 3 && fail3 {
 			fail3 = false
-			return outbox.ErrUnavailable
+			return errUnavailable
 		}
 		return nil
 	}
@@ -354,7 +355,7 @@ func TestRunEndsAtIntentNotDueInTheMiddle(t *testing.T) {
 	b.dst.acceptHook = func(_ int, k event.Key) error {
 		if k.Event.Seq == 2 && !failed {
 			failed = true
-			return outbox.ErrUnavailable
+			return errUnavailable
 		}
 		return nil
 	}
@@ -385,7 +386,7 @@ func TestRunEndsAtIntentNotDueInTheMiddle(t *testing.T) {
 func TestExhaustedIntentIsDeadLetteredAfter32Attempts(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.commit(t, 1)
-	b.dst.acceptHook = func(int, event.Key) error { return outbox.ErrUnavailable }
+	b.dst.acceptHook = func(int, event.Key) error { return errUnavailable }
 	for attempt := 1; attempt <= outbox.MaxAttempts; attempt++ {
 		res := b.run(t)
 		if res.Claimed != 1 {
@@ -409,7 +410,7 @@ func TestExhaustedIntentIsDeadLetteredAfter32Attempts(t *testing.T) {
 func TestRunEndsAtExhaustedIntent(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.commit(t, 1)
-	b.dst.acceptHook = func(int, event.Key) error { return outbox.ErrUnavailable }
+	b.dst.acceptHook = func(int, event.Key) error { return errUnavailable }
 	for i := 0; i < outbox.MaxAttempts-1; i++ {
 		b.run(t)
 		b.clock.Advance(outbox.RetryDelay)
@@ -442,7 +443,7 @@ func TestQuotaPausesWithoutSpendingAttempts(t *testing.T) {
 	if res.Stored != 3 || !slices.Equal(b.src.claims, []int{3}) {
 		t.Fatalf("pass %+v claims %v: the run must end at the first event that does not fit", res, b.src.claims)
 	}
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonCapacityExhausted {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonCapacityExhausted {
 		t.Fatalf("health %+v", h)
 	}
 	for _, in := range b.intents(t) {
@@ -473,7 +474,7 @@ func TestEventTooBigAloneDoesNotSpendAttempt(t *testing.T) {
 	b := setup(t, 300, 0)
 	b.commitPadded(t, 1000)
 	res := b.run(t)
-	if res.Claimed != 0 || res.Halted != outbox.ReasonCapacityExhausted {
+	if res.Claimed != 0 || res.Halted != deliverytype.ReasonCapacityExhausted {
 		t.Fatalf("pass %+v", res)
 	}
 }
@@ -498,7 +499,7 @@ func TestCompletionFlushedBeforeFailureHandling(t *testing.T) {
 	b.commit(t, 5)
 	b.dst.acceptHook = func(n int, _ event.Key) error {
 		if n == 3 {
-			return outbox.ErrUnavailable
+			return errUnavailable
 		}
 		return nil
 	}
@@ -506,11 +507,11 @@ func TestCompletionFlushedBeforeFailureHandling(t *testing.T) {
 	if !slices.Equal(b.src.completes, []int{2}) || res.Retried != 3 {
 		t.Fatalf("completes %v pass %+v: the two accepted members must be completed before the retry", b.src.completes, res)
 	}
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonDestinationUnavailable {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Fatalf("health %+v", h)
 	}
 	// The next pass probes first; a still-unavailable destination spends nothing.
-	b.dst.probeErr = outbox.ErrUnavailable
+	b.dst.probeErr = errUnavailable
 	b.clock.Advance(outbox.RetryDelay)
 	if res := b.run(t); res.Claimed != 0 {
 		t.Fatalf("claimed while the destination is unavailable: %+v", res)
@@ -524,10 +525,10 @@ func TestCompletionFlushedBeforeFailureHandling(t *testing.T) {
 func TestRefusalPausesBeforeTheNextClaim(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.commit(t, 3)
-	b.dst.acceptHook = func(int, event.Key) error { return fmt.Errorf("%w: permission denied", outbox.ErrRefused) }
-	b.dst.probeErr = outbox.ErrRefused
+	b.dst.acceptHook = func(int, event.Key) error { return fmt.Errorf("%w: permission denied", errRefused) }
+	b.dst.probeErr = errRefused
 	b.run(t)
-	if h := b.w.Health(); h.State != outbox.StatePaused || h.Reason != outbox.ReasonDestinationRefused {
+	if h := b.w.Health(); h.State != outbox.StatePaused || h.Reason != deliverytype.ReasonDestinationRefused {
 		t.Fatalf("health %+v", h)
 	}
 	claims := len(b.src.claims)
@@ -558,7 +559,7 @@ func TestConflictIsDeadLettered(t *testing.T) {
 	if len(ins) != 1 || ins[0].Event.Seq != 2 || ins[0].State != primary.IntentDeadLetter {
 		t.Fatalf("intents %+v", ins)
 	}
-	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != outbox.ReasonIdentityConflict || h.Conflicts != 1 {
+	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonIdentityConflict || h.Conflicts != 1 {
 		t.Fatalf("health %+v", h)
 	}
 }
@@ -566,13 +567,13 @@ func TestConflictIsDeadLettered(t *testing.T) {
 func TestStopClassesHoldUntilRestart(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
-		reason string
+		reason deliverytype.Reason
 	}{
-		{outbox.ErrBindingChanged, outbox.ReasonBindingChanged},
-		{outbox.ErrIncompatibleFormat, outbox.ReasonIncompatibleFormat},
-		{outbox.ErrCorrupt, outbox.ReasonCorruptContent},
+		{errBindingChanged, deliverytype.ReasonBindingChanged},
+		{errIncompatibleFormat, deliverytype.ReasonIncompatibleFormat},
+		{errCorrupt, deliverytype.ReasonCorruptContent},
 	} {
-		t.Run(tc.reason, func(t *testing.T) {
+		t.Run(string(tc.reason), func(t *testing.T) {
 			b := setup(t, 1<<30, 0)
 			b.commit(t, 2)
 			b.dst.acceptHook = func(int, event.Key) error { return tc.err }
@@ -718,13 +719,13 @@ func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
 			break
 		}
 	}
-	if h := b.w.Health(); h.Reason != outbox.ReasonCapacityExhausted {
+	if h := b.w.Health(); h.Reason != deliverytype.ReasonCapacityExhausted {
 		t.Fatalf("health %+v after the halted pass, want capacity_exhausted", h)
 	}
 	scanned := b.src.scannedIntents()
 	b.commit(t, 50) // each notifies the parked loop
 	b.w.Wake()
-	if res := sig.PassEnded.WaitOrTimeout(t); res.Halted != outbox.ReasonCapacityExhausted {
+	if res := sig.PassEnded.WaitOrTimeout(t); res.Halted != deliverytype.ReasonCapacityExhausted {
 		t.Fatalf("the interval's pass: %+v, want halted by capacity_exhausted", res)
 	}
 	sig.Parked.WaitOrTimeout(t)
@@ -743,7 +744,7 @@ func TestHaltedWorkerWaitsForTheProbeInterval(t *testing.T) {
 	b.src.mu.Lock()
 	claims := len(b.src.claims)
 	b.src.mu.Unlock()
-	if h := b.w.Health(); h.Reason != outbox.ReasonCapacityExhausted || claims != 0 {
+	if h := b.w.Health(); h.Reason != deliverytype.ReasonCapacityExhausted || claims != 0 {
 		t.Fatalf("health %+v after the probe pass, %d claims", h, claims)
 	}
 }

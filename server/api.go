@@ -175,7 +175,7 @@ func (s *Server) stats() statsapi.Stats {
 		}
 		st.History.RetainedBytes, st.History.ReclaimableBytes = d.db.HistoryUsage()
 		h := s.outboxHealth(d)
-		st.Outbox.Health, st.Outbox.Reason = h.State, h.Reason
+		st.Outbox.Health, st.Outbox.Reason = h.State, string(h.Reason)
 		st.Outbox.CompletedDeliveries = d.db.Delivered().Completed
 		if d.dest != nil {
 			q := d.quota
@@ -205,7 +205,7 @@ func (s *Server) health() statsapi.HealthReport {
 		}
 		h := s.outboxHealth(d)
 		rep.Databases = append(rep.Databases, statsapi.DatabaseHealth{Alias: d.alias, HistoryIncarnation: d.db.Incarnation(), Index: idx.String(),
-			Outbox: statsapi.OutboxHealth{State: h.State, Reason: h.Reason, Since: h.Since.UTC().Truncate(time.Millisecond),
+			Outbox: statsapi.OutboxHealth{State: h.State, Reason: string(h.Reason), Since: h.Since.UTC().Truncate(time.Millisecond),
 				Conflicts: h.Conflicts, MissingRecords: h.MissingRecords}})
 	}
 	return rep

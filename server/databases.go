@@ -13,6 +13,7 @@ import (
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/delivery"
 	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/internal/cmalloc"
 	"github.com/riffdb/riffdb/internal/stall"
@@ -26,8 +27,8 @@ type database struct {
 	alias     string
 	cfg       config.Database
 	db        *primary.DB
-	dest      *archiveDestination // nil without an outbox section
-	worker    *outbox.Worker      // nil without an outbox section
+	dest      *delivery.Destination // nil without an outbox section
+	worker    *outbox.Worker        // nil without an outbox section
 	quota     int64
 	unobserve func() error
 
@@ -86,14 +87,13 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	d.quota = dc.Outbox.QuotaEncodedBytes
 	d.monitor = new(archive.Monitor)
 	archiveStalls := stall.New(log, "archive", nil)
-	d.dest = newArchiveDestination(dc.Outbox.Directory, archive.Options{
+	source, dest := delivery.Connect(d.db, dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
 		Cache: s.archiveCache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable, WALGroup: &s.walGroup,
 		WriteStalls: archiveStalls,
-	})
-	d.dest.setScrubRate(dc.Outbox.ScrubPagesPerSecond)
-	source := d.dest.anchoredTo(d.db)
+	}, dc.Outbox.ScrubPagesPerSecond)
+	d.dest = dest
 	if un, err := telemetry.ObservePebble(s.tel.MeterProvider, "archive", dc.Alias, d.monitor.Metrics, archiveStalls); err == nil {
 		d.unobserveArchive = un
 	} else {

@@ -50,7 +50,7 @@ func TestScrubRateFollowsTheConfiguration(t *testing.T) {
 		t.Fatalf("%d databases, want %d", len(s.dbs), len(want))
 	}
 	for _, d := range s.dbs {
-		if got := d.dest.scrubRate; got != want[d.alias] {
+		if got := d.dest.ScrubRate(); got != want[d.alias] {
 			t.Errorf("database %s scrubs at %d pages/s, want %d", d.alias, got, want[d.alias])
 		}
 	}

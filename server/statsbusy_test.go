@@ -39,10 +39,10 @@ func deliverAll(t *testing.T, ts *testServer, n int) *database {
 func TestStatsAndMetricsWhileAnArchiveTransactionRuns(t *testing.T) {
 	ts := newTestServer(t, nil, true)
 	d := deliverAll(t, ts, 5)
-	d.dest.mu.Lock()
+	release := d.dest.Hold()
 	o := ts.statsDoc(t)[0]["outbox"].(map[string]any)
 	series := pebbleSeries(t, ts.tel, "a")
-	d.dest.mu.Unlock()
+	release()
 	for _, k := range []string{"archive_encoded_bytes", "archive_allocated_bytes", "archive_record_count"} {
 		if v, ok := o[k].(float64); !ok || v <= 0 {
 			t.Errorf("%s = %v while an archive transaction runs, want the last committed value", k, o[k])
