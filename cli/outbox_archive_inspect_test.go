@@ -30,8 +30,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/archive"
-	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/testutil"
 )
