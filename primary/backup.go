@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -81,6 +82,20 @@ func (db *DB) Checkpoint(ctx context.Context, dir string, limit *pace.Limiter) e
 		return fmt.Errorf("primary: checkpoint: %w", pathless.Error(err))
 	}
 	return nil
+}
+
+// DiskUsage returns the bytes the open store's files take, as Pebble counts
+// them (Metrics.DiskSpaceUsage: live and obsolete tables and blob files, the
+// WALs, the manifest and the options file). A checkpoint holds no more than
+// the live part of that, so a backup uses it as the size of its copy before
+// it starts. It does no I/O. Errors: ErrClosed.
+func (db *DB) DiskUsage() (int64, error) {
+	done, err := db.enter()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return int64(min(db.store.Metrics().DiskSpaceUsage(), math.MaxInt64)), nil
 }
 
 // finishCopy makes the checkpoint in dir independent of the live store in
