@@ -27,6 +27,18 @@ type Options struct {
 	// on its own, so that commands sharing the disk and the CPU keep their
 	// throughput: 0 means DefaultBytesPerSecond, a negative value unpaced.
 	BytesPerSecond int64
+	// Keep is how many backups of the database Create keeps: once a new
+	// backup is complete and durable, the oldest beyond Keep are removed
+	// (see prune). 0 means DefaultKeep, a negative value keeps every
+	// backup.
+	Keep int
+	// ReserveBytes is the free space, in bytes, that a backup must leave on
+	// backup_root's filesystem: 0 means DefaultReserveBytes, a negative
+	// value no reserve (a backup that would not fit is still refused).
+	ReserveBytes int64
+
+	// freeSpace is freeBytes; tests replace it.
+	freeSpace func(dir string) (int64, error)
 }
 
 // DefaultBytesPerSecond is the pace of a backup's copying and of its
@@ -47,7 +59,20 @@ const DefaultBytesPerSecond = 64 << 20
 // "backup-<UTC time, microseconds>Z", sortable; a suffix "-N" is added in
 // the unlikely case that the name is taken.
 //
+// Free space: before it starts, Create refuses a backup that would leave
+// less than the reserve (Options.ReserveBytes) free on root's filesystem,
+// taking the live store's size (primary.DB.DiskUsage) as the copy's; once
+// the copy is written it checks again, with the copy on the filesystem,
+// since the free space may have shrunk meanwhile, and discards the copy if
+// the reserve is no longer there.
+//
+// Retention: once the new backup is complete and durable, Create removes
+// this database's oldest backups beyond Options.Keep (see prune) and
+// reports their names in the returned Manifest's Removed. A backup that
+// fails removes nothing.
+//
 // Errors: ErrNoRoot (root == ""), ErrRootUnusable (see checkRoot),
+// ErrInsufficientSpace (a *SpaceError when refused by the reserve),
 // primary.ErrClosed / ErrFailed from the database, others wrapped, without
 // paths. A failed backup leaves nothing behind.
 func Create(ctx context.Context, db *primary.DB, root string, opts Options) (Manifest, error) {
@@ -59,8 +84,20 @@ func Create(ctx context.Context, db *primary.DB, root string, opts Options) (Man
 		log = zap.NewNop()
 	}
 	clk := clock.Or(opts.Clock)
+	free := opts.freeSpace
+	if free == nil {
+		free = freeBytes
+	}
+	reserveBytes := reserveOf(opts)
 	id := db.Identity()
 	removePartials(root, id, log)
+	estimate, err := db.DiskUsage()
+	if err != nil {
+		return Manifest{}, fmt.Errorf("backup: %w", err)
+	}
+	if err := checkSpace(free, root, estimate, reserveBytes, false); err != nil {
+		return Manifest{}, err
+	}
 	now := clk.Now().UTC()
 	name, partial, err := reserve(root, backupPrefix+now.Format(nameTime))
 	if err != nil {
@@ -84,7 +121,7 @@ func Create(ctx context.Context, db *primary.DB, root string, opts Options) (Man
 	store := filepath.Join(partial, storeDirName)
 	rate := cmp.Or(opts.BytesPerSecond, DefaultBytesPerSecond)
 	if err := db.Checkpoint(ctx, store, pace.New(max(rate, 0))); err != nil {
-		return Manifest{}, fmt.Errorf("backup: %w", err)
+		return Manifest{}, fmt.Errorf("backup: %w", noSpace(err))
 	}
 	info, err := primary.ReadStoreInfo(ctx, store, nil)
 	if err != nil {
@@ -103,7 +140,14 @@ func Create(ctx context.Context, db *primary.DB, root string, opts Options) (Man
 		CreatedAt: now, Files: files,
 	}
 	if err := writeManifest(partial, m); err != nil {
-		return Manifest{}, fmt.Errorf("backup: write the manifest: %w", pathless.Error(err))
+		return Manifest{}, fmt.Errorf("backup: write the manifest: %w", noSpace(pathless.Error(err)))
+	}
+	var size int64
+	for _, f := range files {
+		size += f.Size
+	}
+	if err := checkSpace(free, root, size, reserveBytes, true); err != nil {
+		return Manifest{}, err
 	}
 	if err := renameNoReplace(partial, filepath.Join(root, name)); err != nil {
 		return Manifest{}, fmt.Errorf("backup: complete the backup: %w", pathless.Error(err))
@@ -113,7 +157,8 @@ func Create(ctx context.Context, db *primary.DB, root string, opts Options) (Man
 		return Manifest{}, fmt.Errorf("backup: complete the backup: %w", pathless.Error(err))
 	}
 	log.Info("backup written", zap.String("backup", name), zap.Uint64("history_incarnation", m.HistoryIncarnation),
-		zap.Uint64("last_commit_sequence", m.LastCommitSequence), zap.Int("files", len(files)))
+		zap.Uint64("last_commit_sequence", m.LastCommitSequence), zap.Int("files", len(files)), zap.Int64("bytes", size))
+	m.Removed = prune(root, id, keepOf(opts), name, log)
 	return m, nil
 }
 

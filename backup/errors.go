@@ -32,4 +32,11 @@ var (
 	// cannot be read, so the identity check or the incarnation formula
 	// cannot be completed.
 	ErrUnknownState = errors.New("backup: the state to restore over cannot be read")
+	// ErrInsufficientSpace: Create refused a backup that would leave less
+	// than Options.ReserveBytes free on backup_root's filesystem, either
+	// before it started (estimated from the live store's size) or after
+	// its copy was written (measured); or the filesystem filled up while it
+	// copied. Nothing of the backup is kept. A refusal before or after the
+	// copy is a *SpaceError, which carries the numbers.
+	ErrInsufficientSpace = errors.New("backup: not enough free space on backup_root")
 )

@@ -36,6 +36,9 @@ type Manifest struct {
 	// Damaged is set by List (never written) for a backup entry whose
 	// manifest cannot be read; only Name is known then.
 	Damaged bool `json:"damaged,omitempty"`
+	// Removed is set by Create (never written): the older backups of the
+	// database that its retention removed, oldest first.
+	Removed []string `json:"-"`
 }
 
 // File is one file of a store copy.

@@ -136,7 +136,11 @@ backup_root, and prints the backup's name. Commands keep being acknowledged
 while it runs. One backup per database runs at a time (backup_in_progress).
 
 The token needs manage_backups, global or scoped to the database. A database
-without backup_root is refused (backup_root_not_configured).
+without backup_root is refused (backup_root_not_configured). A backup that
+would leave less than backup_reserve_bytes free on backup_root's filesystem
+is refused (backup_insufficient_space), and so is one that starts within
+backup_min_interval of the last (backup_rate_limited). Once a backup is
+complete, the oldest beyond backup_keep are removed (listed as "removed").
 
 "riffdb database backup list" lists the backups; "riffdb database restore"
 restores one, offline.`,

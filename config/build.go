@@ -46,7 +46,10 @@ func (r *rawFile) build() (*Config, error) {
 	}
 
 	if d := r.Database; d != nil {
-		db := d.build(DefaultAlias)
+		db, err := d.build(DefaultAlias, "database.")
+		if err != nil {
+			return nil, err
+		}
 		if singleOutbox {
 			db.Outbox = r.Maintenance.Outbox.build()
 		}
@@ -61,7 +64,10 @@ func (r *rawFile) build() (*Config, error) {
 			// hand-built rawFile cannot panic here.
 			return nil, invalidf("database %s has no options", aliasName(alias))
 		}
-		db := d.build(alias)
+		db, err := d.build(alias, "databases."+keyName([]string{alias})+".")
+		if err != nil {
+			return nil, err
+		}
 		if d.Outbox != nil {
 			db.Outbox = d.Outbox.build()
 		}
@@ -100,13 +106,44 @@ func (r *rawServer) build(s *Server) error {
 	return nil
 }
 
-func (d *rawDatabase) build(alias string) Database {
+// build copies a database's table; prefix ("database." or
+// "databases.<alias>.") names its options in messages. An absent backup
+// limit gets its default. A backup limit without backup_root is refused: it
+// would limit nothing, and the operator who wrote it expects backups. An
+// explicit backup_keep = 0 is refused here, since a zero BackupKeep in a
+// Config means the default; the ranges are checked by Validate.
+func (d *rawDatabase) build(alias, prefix string) (Database, error) {
 	db := Database{Alias: alias, Path: d.Path, Contract: d.Contract, BackupRoot: d.BackupRoot,
-		ProjectionRoot: d.ProjectionRoot, ReplicationPath: d.ReplicationPath}
+		ProjectionRoot: d.ProjectionRoot, ReplicationPath: d.ReplicationPath,
+		BackupKeep: DefaultBackupKeep, BackupReserveBytes: DefaultBackupReserveBytes, BackupMinInterval: DefaultBackupMinInterval}
 	if d.HistoryRetention != nil {
 		db.HistoryRetention = *d.HistoryRetention
 	}
-	return db
+	for _, o := range []struct {
+		name string
+		set  bool
+	}{{"backup_keep", d.BackupKeep != nil}, {"backup_reserve_bytes", d.BackupReserveBytes != nil}, {"backup_min_interval", d.BackupMinInterval != nil}} {
+		if o.set && d.BackupRoot == "" {
+			return Database{}, invalidf("%s%s needs %sbackup_root: without it the database takes no backups", prefix, o.name, prefix)
+		}
+	}
+	if d.BackupKeep != nil {
+		if *d.BackupKeep < 1 || *d.BackupKeep > MaxBackupKeep {
+			return Database{}, invalidf("%sbackup_keep must be between 1 and %d", prefix, MaxBackupKeep)
+		}
+		db.BackupKeep = int(*d.BackupKeep)
+	}
+	if d.BackupReserveBytes != nil {
+		db.BackupReserveBytes = *d.BackupReserveBytes // range-checked by Validate
+	}
+	if d.BackupMinInterval != nil {
+		v, err := time.ParseDuration(*d.BackupMinInterval)
+		if err != nil {
+			return Database{}, invalidf(`%sbackup_min_interval must be a duration such as "1m" or "0s"`, prefix)
+		}
+		db.BackupMinInterval = v
+	}
+	return db, nil
 }
 
 func (o *rawOutbox) build() *Outbox {

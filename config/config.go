@@ -41,6 +41,17 @@ const (
 	DefaultScrubPagesPerSecond = 4
 	// MaxScrubPagesPerSecond bounds scrub_pages_per_second.
 	MaxScrubPagesPerSecond = 256
+	// DefaultBackupKeep is backup_keep when a database with a backup_root
+	// does not set it; MaxBackupKeep bounds it.
+	DefaultBackupKeep = 7
+	MaxBackupKeep     = 1000
+	// DefaultBackupReserveBytes is backup_reserve_bytes when a database
+	// does not set it: 1 GiB left free on backup_root's filesystem.
+	DefaultBackupReserveBytes = 1 << 30
+	// DefaultBackupMinInterval is backup_min_interval when a database does
+	// not set it; MaxBackupMinInterval bounds it.
+	DefaultBackupMinInterval = time.Minute
+	MaxBackupMinInterval     = 7 * 24 * time.Hour
 )
 
 // Server modes.
@@ -122,13 +133,28 @@ type Server struct {
 // [databases.<alias>] in the named form.
 type Database struct {
 	Alias            string
-	Path             string  // required
-	Contract         string  // required: path of the contract TOML file (read-only input)
-	BackupRoot       string  // optional role, checked for disjointness
-	ProjectionRoot   string  // optional role, checked for disjointness
-	ReplicationPath  string  // optional role, checked for disjointness
-	HistoryRetention uint64  // option history_retention: newest commits to keep; 0 (default) keeps all history
-	Outbox           *Outbox // nil when the database has no outbox section (no-destination behaviour)
+	Path             string // required
+	Contract         string // required: path of the contract TOML file (read-only input)
+	BackupRoot       string // optional role, checked for disjointness
+	ProjectionRoot   string // optional role, checked for disjointness
+	ReplicationPath  string // optional role, checked for disjointness
+	HistoryRetention uint64 // option history_retention: newest commits to keep; 0 (default) keeps all history
+	// BackupKeep is how many of the database's backups stay under
+	// backup_root (backup_keep, 1 to MaxBackupKeep): once a new backup is
+	// complete, the oldest beyond it are removed. 0 means
+	// DefaultBackupKeep (a file cannot say 0).
+	BackupKeep int
+	// BackupReserveBytes is the free space a backup must leave on
+	// backup_root's filesystem (backup_reserve_bytes). 0 keeps no reserve:
+	// only a backup that would not fit is refused. A file that omits the
+	// option gets DefaultBackupReserveBytes.
+	BackupReserveBytes int64
+	// BackupMinInterval is the least time between the starts of two
+	// backups of the database through the API (backup_min_interval, 0 to
+	// MaxBackupMinInterval); 0 sets no limit. A file that omits the option
+	// gets DefaultBackupMinInterval.
+	BackupMinInterval time.Duration
+	Outbox            *Outbox // nil when the database has no outbox section (no-destination behaviour)
 }
 
 // Outbox is a database's outbox destination: [maintenance.outbox] in the

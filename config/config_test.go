@@ -326,6 +326,20 @@ contract = "/srv/secret-contract.toml"
 		{"syntax error", withSingle(`"/srv/secret-db"`, `/srv/secret-db`), "invalid TOML syntax at line"},
 		{"path of wrong type", withSingle(`"/srv/secret-db"`, `5`), `option "database.path" must be a string`},
 		{"table of wrong type", "database = 5\n" + serverTOML, `option "database" must be a table`},
+		{"backup keep zero", withBackup("backup_keep = 0"), "database.backup_keep must be between 1 and 1000"},
+		{"backup keep negative", withBackup("backup_keep = -3"), "database.backup_keep must be between 1 and 1000"},
+		{"backup keep huge", withBackup("backup_keep = 1001"), "database.backup_keep must be between 1 and 1000"},
+		{"backup keep string", withBackup(`backup_keep = "7"`), `option "database.backup_keep" must be an integer`},
+		{"backup reserve negative", withBackup("backup_reserve_bytes = -1"), "database.backup_reserve_bytes must not be negative"},
+		{"backup reserve float", withBackup("backup_reserve_bytes = 1.5"), `option "database.backup_reserve_bytes" must be an integer`},
+		{"backup interval not a duration", withBackup(`backup_min_interval = "often"`), "database.backup_min_interval must be a duration"},
+		{"backup interval integer", withBackup(`backup_min_interval = 60`), `option "database.backup_min_interval" must be a duration string`},
+		{"backup interval negative", withBackup(`backup_min_interval = "-1s"`), "database.backup_min_interval must be between 0s (no limit) and 168h0m0s"},
+		{"backup interval too long", withBackup(`backup_min_interval = "169h"`), "database.backup_min_interval must be between 0s"},
+		{"backup keep without root", withSingle("[database]", "[database]\nbackup_keep = 3"), "database.backup_keep needs database.backup_root"},
+		{"backup reserve without root", withSingle("[database]", "[database]\nbackup_reserve_bytes = 0"), "database.backup_reserve_bytes needs database.backup_root"},
+		{"backup interval without root", named(`backup_min_interval = "0s"
+`), "databases.alpha.backup_min_interval needs databases.alpha.backup_root"},
 		{"negative history retention", withSingle("[database]", "[database]\nhistory_retention = -1"), `option "database.history_retention" must not be negative`},
 		{"bad log level", singleTOML + "[telemetry]\nlog_level = \"loud\"\n", "telemetry.log_level must be one of debug, info, warn, error"},
 		{"ratio above one", singleTOML + "[telemetry]\ntrace_sample_ratio = 1.5\n", "telemetry.trace_sample_ratio must be a number between 0 and 1"},
@@ -588,6 +602,31 @@ tls_key_path = "/etc/secret-key"`)+"[telemetry]\ntrust_trace_context = false\nho
 		if got := config.IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// withBackup is singleTOML with a backup_root and the option line opt.
+func withBackup(opt string) string {
+	return withSingle("[database]", "[database]\nbackup_root = \"/srv/secret-backup\"\n"+opt)
+}
+
+// TestParseBackupOptions: a database with a backup_root gets the backup
+// limits' defaults unless it sets them; backup_reserve_bytes = 0 and
+// backup_min_interval = "0s" turn the reserve and the rate limit off.
+func TestParseBackupOptions(t *testing.T) {
+	t.Parallel()
+	d := mustParse(t, withBackup("")).Databases[0]
+	if d.BackupKeep != 7 || d.BackupReserveBytes != 1<<30 || d.BackupMinInterval != time.Minute {
+		t.Fatalf("defaults: %+v", d)
+	}
+	d = mustParse(t, withBackup("backup_keep = 2\nbackup_reserve_bytes = 0\nbackup_min_interval = \"0s\"")).Databases[0]
+	if d.BackupKeep != 2 || d.BackupReserveBytes != 0 || d.BackupMinInterval != 0 {
+		t.Fatalf("explicit zeros: %+v", d)
+	}
+	c := mustParse(t, strings.Replace(namedTOML, "history_retention = 1000", "history_retention = 1000\nbackup_keep = 30\nbackup_reserve_bytes = 5368709120\nbackup_min_interval = \"1h\"", 1))
+	o, _ := c.Database("orders")
+	if o.BackupKeep != 30 || o.BackupReserveBytes != 5<<30 || o.BackupMinInterval != time.Hour {
+		t.Fatalf("named: %+v", o)
 	}
 }
 

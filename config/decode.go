@@ -49,6 +49,10 @@ type rawDatabase struct {
 	ProjectionRoot   string  `toml:"projection_root"`
 	ReplicationPath  string  `toml:"replication_path"`
 	HistoryRetention *uint64 `toml:"history_retention"`
+	// Backup limits; each needs backup_root (build).
+	BackupKeep         *int64  `toml:"backup_keep"`
+	BackupReserveBytes *int64  `toml:"backup_reserve_bytes"`
+	BackupMinInterval  *string `toml:"backup_min_interval"`
 }
 
 // rawNamedDB is [databases.<alias>] of the named form: the options of
@@ -381,6 +385,7 @@ var scalarTypes = map[string]string{
 	"mode": "a string", "listen": "a string", "metrics_listen": "a string", "credential_path": "a string",
 	"path": "a string", "contract": "a string", "backup_root": "a string", "projection_root": "a string",
 	"replication_path": "a string", "history_retention": "a non-negative integer",
+	"backup_keep": "an integer", "backup_reserve_bytes": "an integer", "backup_min_interval": `a duration string such as "1m"`,
 	"kind": "a string", "directory": "a string", "quota_encoded_bytes": "an integer",
 	"log_level": "a string", "otlp_endpoint": "a string", "trace_sample_ratio": "a number",
 	"max_connections": "an integer", "metrics_max_connections": "an integer",

@@ -29,6 +29,14 @@
 // read-only input, so databases may share one, but it must lie outside every
 // role.
 //
+// # Backup limits
+//
+// A database with a backup_root has three limits on its backups, each with
+// a default (backup_keep 7, backup_reserve_bytes 1 GiB, backup_min_interval
+// "1m"), so that a token allowed to take backups cannot fill the disk the
+// database writes to. Setting one without backup_root is refused, and so is
+// backup_keep = 0: there is no "keep every backup".
+//
 // # Precedence
 //
 // Parse applies command-line overrides, then RIFFDB_* environment variables,

@@ -143,6 +143,14 @@ func (c *Config) validateDatabase(d *Database) error {
 			return err
 		}
 	}
+	switch {
+	case d.BackupKeep < 0 || d.BackupKeep > MaxBackupKeep:
+		return invalidf("%s must be between 1 and %d", c.option(d, "backup_keep"), MaxBackupKeep)
+	case d.BackupReserveBytes < 0:
+		return invalidf("%s must not be negative (0 keeps no reserve)", c.option(d, "backup_reserve_bytes"))
+	case d.BackupMinInterval < 0 || d.BackupMinInterval > MaxBackupMinInterval:
+		return invalidf("%s must be between 0s (no limit) and %s", c.option(d, "backup_min_interval"), MaxBackupMinInterval)
+	}
 	o := d.Outbox
 	if o == nil {
 		return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,10 +31,11 @@ const backupScope = "github.com/riffdb/riffdb/server"
 
 // Backup results, the result label of riffdb.backup.duration.
 const (
-	backupOK           = "ok"
-	backupRootUnusable = "root_unusable"
-	backupCanceled     = "canceled"
-	backupFailed       = "failed"
+	backupOK                = "ok"
+	backupRootUnusable      = "root_unusable"
+	backupInsufficientSpace = "insufficient_space"
+	backupCanceled          = "canceled"
+	backupFailed            = "failed"
 )
 
 // BackupInfo describes one backup in the API's responses: its manifest
@@ -54,6 +57,10 @@ type BackupInfo struct {
 type BackupResponse struct {
 	Database string     `json:"database"`
 	Backup   BackupInfo `json:"backup"`
+	// Removed names the database's older backups that retention removed
+	// once this one was complete (backup_keep), oldest first; empty when
+	// none.
+	Removed []string `json:"removed"`
 }
 
 // BackupListResponse is the body of GET /v1/databases/{alias}/backups: the
@@ -79,7 +86,11 @@ func backupInfo(m backup.Manifest) BackupInfo {
 // the database's configuration. One backup runs per database at a time; a
 // second request while one runs is refused (409 backup_in_progress) rather
 // than queued, so that a client retrying a slow backup does not stack
-// checkpoints on the disk.
+// checkpoints on the disk. Backups of a database start at most once per
+// backup_min_interval (429 backup_rate_limited, with Retry-After): every
+// backup that starts counts, a failed one too (it may have copied most of
+// the store), while a request refused before it starts (authentication,
+// 409, 429) does not.
 type backupAPI struct {
 	s        *Server
 	failures *statsapi.FailureLog
@@ -87,9 +98,12 @@ type backupAPI struct {
 	duration metric.Float64Histogram
 	// create is backup.Create; tests replace it to hold a backup running.
 	create func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error)
+	// now is time.Now; tests replace it to move past backup_min_interval.
+	now func() time.Time
 
 	mu      sync.Mutex
-	running map[string]bool // database alias → a backup is running
+	running map[string]bool      // database alias → a backup is running
+	started map[string]time.Time // database alias → when its last backup started
 }
 
 // newBackupAPI returns the backup handlers. Without its histogram (the
@@ -97,13 +111,13 @@ type backupAPI struct {
 func newBackupAPI(s *Server, failures *statsapi.FailureLog) *backupAPI {
 	m := s.tel.MeterProvider.Meter(backupScope)
 	d, err := m.Float64Histogram("riffdb.backup.duration", metric.WithUnit("s"),
-		metric.WithDescription("Duration of an online backup taken through the API, by result (ok, root_unusable, canceled, failed)."))
+		metric.WithDescription("Duration of an online backup taken through the API, by result (ok, root_unusable, insufficient_space, canceled, failed)."))
 	if err != nil {
 		s.log.Warn("the backup duration histogram is unavailable", zap.Error(err))
 		d, _ = metricnoop.NewMeterProvider().Meter(backupScope).Float64Histogram("riffdb.backup.duration")
 	}
 	return &backupAPI{s: s, failures: failures, tracer: s.tel.TracerProvider.Tracer(backupScope), duration: d,
-		create: backup.Create, running: make(map[string]bool)}
+		create: backup.Create, now: time.Now, running: make(map[string]bool), started: make(map[string]time.Time)}
 }
 
 // authorize authenticates the request, checks manage_backups for the
@@ -132,16 +146,33 @@ func (b *backupAPI) authorize(w http.ResponseWriter, r *http.Request) (*database
 	return d, true
 }
 
-// begin marks a backup of alias running; it reports false when one already
-// is.
-func (b *backupAPI) begin(alias string) bool {
+// admission is begin's answer.
+type admission int
+
+const (
+	admitted    admission = iota
+	busy                  // a backup of the database is running
+	rateLimited           // the last one started less than the interval ago
+)
+
+// begin marks a backup of alias running and records when it started,
+// unless one is running or the last one started less than interval ago;
+// then it records nothing and, for the interval, returns how long is left.
+func (b *backupAPI) begin(alias string, interval time.Duration) (admission, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.running[alias] {
-		return false
+		return busy, 0
+	}
+	now := b.now()
+	if last, ok := b.started[alias]; ok && interval > 0 {
+		if wait := last.Add(interval).Sub(now); wait > 0 {
+			return rateLimited, wait
+		}
 	}
 	b.running[alias] = true
-	return true
+	b.started[alias] = now
+	return admitted, 0
 }
 
 func (b *backupAPI) end(alias string) {
@@ -158,9 +189,16 @@ func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !b.begin(d.alias) {
+	switch adm, wait := b.begin(d.alias, d.cfg.BackupMinInterval); adm {
+	case busy:
 		statsapi.WriteError(w, http.StatusConflict, "backup_in_progress",
 			"a backup of this database is already running; wait for it to finish")
+		return
+	case rateLimited:
+		secs := int64((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		statsapi.WriteError(w, http.StatusTooManyRequests, "backup_rate_limited", fmt.Sprintf(
+			"a backup of this database started less than %s ago (backup_min_interval); try again in %d s", d.cfg.BackupMinInterval, secs))
 		return
 	}
 	defer b.end(d.alias)
@@ -173,7 +211,12 @@ func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	defer span.End()
 	log := telemetry.Logger(ctx, b.s.log).With(zap.String("database", d.alias))
 	start := time.Now()
-	m, err := b.create(ctx, d.db, d.cfg.BackupRoot, backup.Options{Logger: log.Named("backup")})
+	reserve := d.cfg.BackupReserveBytes
+	if reserve == 0 {
+		reserve = -1 // backup_reserve_bytes = 0: no reserve (backup.Options' 0 is the default)
+	}
+	m, err := b.create(ctx, d.db, d.cfg.BackupRoot, backup.Options{Logger: log.Named("backup"),
+		Keep: d.cfg.BackupKeep, ReserveBytes: reserve})
 	elapsed := time.Since(start)
 	result := backupResult(ctx, err)
 	b.duration.Record(context.WithoutCancel(ctx), elapsed.Seconds(), metric.WithAttributeSet(attribute.NewSet(
@@ -187,7 +230,7 @@ func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 		attribute.Int64("riffdb.history.incarnation", int64(m.HistoryIncarnation)),
 		attribute.Int64("riffdb.commit.seq", int64(m.LastCommitSequence)))
 	// backup.Create logged the backup ("backup written").
-	writeBackupJSON(w, BackupResponse{Database: d.alias, Backup: backupInfo(m)})
+	writeBackupJSON(w, BackupResponse{Database: d.alias, Backup: backupInfo(m), Removed: append([]string{}, m.Removed...)})
 }
 
 func backupResult(ctx context.Context, err error) string {
@@ -196,6 +239,8 @@ func backupResult(ctx context.Context, err error) string {
 		return backupOK
 	case errors.Is(err, backup.ErrRootUnusable):
 		return backupRootUnusable
+	case errors.Is(err, backup.ErrInsufficientSpace):
+		return backupInsufficientSpace
 	case ctx.Err() != nil:
 		return backupCanceled
 	}
@@ -209,6 +254,9 @@ func (b *backupAPI) createError(w http.ResponseWriter, log *zap.Logger, result s
 	case result == backupRootUnusable:
 		log.Warn("backup refused: the backup_root is not usable", zap.Error(err))
 		statsapi.WriteError(w, http.StatusConflict, "backup_root_unusable", rootUnusableMessage)
+	case result == backupInsufficientSpace:
+		log.Warn("backup refused: it would leave less than the reserve free on backup_root", zap.Error(err))
+		statsapi.WriteError(w, http.StatusInsufficientStorage, "backup_insufficient_space", spaceMessage(err))
 	case result == backupCanceled:
 		log.Info("backup canceled: the request ended", zap.Error(err))
 		statsapi.WriteError(w, http.StatusServiceUnavailable, "backup_canceled", "the backup was canceled before it finished; nothing was kept")
@@ -219,6 +267,22 @@ func (b *backupAPI) createError(w http.ResponseWriter, log *zap.Logger, result s
 		statsapi.WriteError(w, http.StatusInternalServerError, "backup_failed",
 			"the backup failed and was not kept; the server's log says why")
 	}
+}
+
+// spaceMessage explains a backup refused for want of space, with the
+// numbers when the refusal has them.
+func spaceMessage(err error) string {
+	const advice = "nothing was kept; free space on backup_root's filesystem, lower backup_keep, or lower backup_reserve_bytes"
+	var se *backup.SpaceError
+	switch {
+	case !errors.As(err, &se):
+		return "the filesystem of backup_root filled up while the backup was written; " + advice
+	case se.AfterCopy:
+		return fmt.Sprintf("the backup was refused: with its copy of %d bytes written, %d bytes were free, less than the reserve of %d bytes (backup_reserve_bytes); %s",
+			se.Needed, se.Free, se.Reserve, advice)
+	}
+	return fmt.Sprintf("the backup was refused: it needs about %d bytes and %d bytes are free, which would leave less than the reserve of %d bytes (backup_reserve_bytes); %s",
+		se.Needed, se.Free, se.Reserve, advice)
 }
 
 const rootUnusableMessage = "this database's backup_root is not usable: it must be an existing directory, " +

@@ -28,7 +28,8 @@ type backupServer struct {
 	logs   *lockedBuffer
 }
 
-func newBackupServer(t *testing.T, rootMode os.FileMode) *backupServer {
+// extra lines go into [databases.a] (backup limits).
+func newBackupServer(t *testing.T, rootMode os.FileMode, extra ...string) *backupServer {
 	t.Helper()
 	root := t.TempDir()
 	must := func(err error) {
@@ -50,10 +51,11 @@ credential_path = %q
 path = %q
 contract = %q
 backup_root = %q
+%s
 [databases.b]
 path = %q
 contract = %q
-`, root+"/creds", root+"/a", root+"/contract.toml", root+"/backups", root+"/b", root+"/contract.toml")
+`, root+"/creds", root+"/a", root+"/contract.toml", root+"/backups", strings.Join(extra, "\n"), root+"/b", root+"/contract.toml")
 	cfg, err := config.Parse([]byte(doc), nil, config.Overrides{})
 	must(err)
 	creds, err := capability.Open(cfg.Server.CredentialPath)
@@ -213,7 +215,7 @@ func TestBackupRootUnusable(t *testing.T) {
 // for it is refused with 409 backup_in_progress; commands keep being
 // acknowledged; once it ends, the next backup runs.
 func TestOneBackupAtATime(t *testing.T) {
-	b := newBackupServer(t, 0o700)
+	b := newBackupServer(t, 0o700, `backup_min_interval = "0s"`)
 	api := newBackupAPI(b.Server, statsapi.NewFailureLog(b.log, nil, 0))
 	entered, release := make(chan struct{}), make(chan struct{})
 	api.create = func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error) {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package backup
+
+func freeBytes(string) (int64, error) { return 0, errNotLinux }
