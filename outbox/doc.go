@@ -40,6 +40,18 @@
 // (the claim), not twice; a claim is always durable before its first member
 // is delivered, so every attempt stays counted.
 //
+// # Stages
+//
+// A pass (pass.go: RunOnce, the scan loop) goes through its stages in files
+// of their own: page.go forms claim runs over one scan page (due,
+// exhausted, form, load); deliver.go claims a run and delivers its members,
+// one archive transaction each; claimahead.go claims the next run while the
+// current one is delivered (claimAhead); flush.go completes accepted groups
+// (completionFlush, with the destination's Confirm first); failure.go applies
+// the retry and dead-letter rules and moves health. calls.go holds the
+// worker's traced calls of its source and destination (claim, renew,
+// accept, complete); instruments.go holds the instruments.
+//
 // # Failures
 //
 // Errors from the Destination are classified by the sentinels in errors.go.

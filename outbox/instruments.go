@@ -2,20 +2,16 @@ package outbox
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/riffdb/riffdb/deliverytype"
-	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/attrkey"
-	"github.com/riffdb/riffdb/primary"
 )
 
 // ScopeName is the instrumentation scope of the worker's spans and metrics.
@@ -176,84 +172,6 @@ func endSpan(span trace.Span, err error, errType string) {
 		span.SetAttributes(attrErrType.String(errType))
 	}
 	span.End()
-}
-
-// links returns span links to the commit spans of the members.
-func links(members []primary.Intent) []trace.Link {
-	var out []trace.Link
-	prop := propagation.TraceContext{}
-	for _, m := range members {
-		if m.TraceParent == "" {
-			continue
-		}
-		ctx := prop.Extract(context.Background(), propagation.MapCarrier{"traceparent": m.TraceParent})
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-			out = append(out, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrEvent.String(m.Event.String())}})
-		}
-	}
-	return out
-}
-
-// claim runs the claim transaction under a riffdb.outbox.claim span linked
-// to the members' commit spans. It returns a context carrying that span, so
-// that the members' lease renewals and archive transactions are its children.
-func (w *Worker) claim(ctx context.Context, run []primary.Intent, lease time.Time) (context.Context, []primary.Intent, error) {
-	in := w.inst
-	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.claim", trace.WithLinks(links(run)...),
-		trace.WithAttributes(in.db, attrBatch.Int(len(run)),
-			AttrFirst.String(run[0].Event.String()), AttrLast.String(run[len(run)-1].Event.String())))
-	start := time.Now()
-	claimed, err := w.src.Claim(ctx, run, lease)
-	attrs := []attribute.KeyValue{in.db}
-	if err != nil {
-		attrs = append(attrs, attrErrType.String("claim_failed"))
-	}
-	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	in.claimDur.Record(ctx, time.Since(start).Seconds(), set)
-	if err == nil {
-		in.claimSize.Record(ctx, int64(len(claimed)), set)
-	}
-	endSpan(span, err, "claim_failed")
-	return ctx, claimed, err
-}
-
-func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (primary.Intent, error) {
-	in := w.inst
-	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.lease.renew",
-		trace.WithAttributes(in.db, AttrEvent.String(m.Event.String()), AttrAttempt.Int(int(m.Attempts))))
-	start := time.Now()
-	out, err := w.src.Renew(ctx, m, lease)
-	in.renewDur.Record(ctx, time.Since(start).Seconds(), in.dbSet)
-	endSpan(span, err, "renew_failed")
-	return out, err
-}
-
-// accept runs one archive transaction for member m under ctx, a run's
-// acceptance context (acceptContext: the delivery timeout, and not the
-// pass's cancellation). The archive records its own riffdb.archive.txn span
-// as a child.
-func (w *Worker) accept(ctx context.Context, key event.Key, record []byte, m primary.Intent) (deliverytype.Outcome, error) {
-	outcome, err := w.dst.Accept(ctx, key, record)
-	if err == nil && !m.CommittedAt.IsZero() {
-		w.inst.lag.Record(ctx, w.clock.Now().Sub(m.CommittedAt).Seconds(), w.inst.dbSet)
-	}
-	return outcome, marked(err)
-}
-
-func (w *Worker) complete(ctx context.Context, group []primary.Intent, reason string) error {
-	in := w.inst
-	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.completion.flush",
-		trace.WithAttributes(in.db, AttrReason.String(reason), attrBatch.Int(len(group)),
-			AttrFirst.String(group[0].Event.String()), AttrLast.String(group[len(group)-1].Event.String())))
-	start := time.Now()
-	err := w.src.CompleteDeferred(ctx, group)
-	set := metric.WithAttributeSet(attribute.NewSet(in.db, AttrReason.String(reason)))
-	in.flushDur.Record(ctx, time.Since(start).Seconds(), set)
-	if err == nil {
-		in.flushSize.Record(ctx, int64(len(group)), set)
-	}
-	endSpan(span, err, "complete_failed")
-	return err
 }
 
 func (in *instruments) retry(ctx context.Context, _ string) {

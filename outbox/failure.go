@@ -1,0 +1,104 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/primary"
+)
+
+// fail moves health according to the class of err and halts the pass.
+//
+// A failure seen once the pass's context has ended is the worker stopping,
+// not the destination failing (the destination fails because its context
+// ended): fail then returns the context's cause and changes nothing — no
+// health change, no log line, no halt reason — and the caller must return it
+// without applying the retry rules. The members claimed and not delivered
+// stay delivering under their lease; a restart returns them to pending with
+// their claim counted, as after a crash.
+func (p *pass) fail(err error) error {
+	if p.ctx.Err() != nil {
+		return context.Cause(p.ctx)
+	}
+	p.halted = true
+	state, reason := healthOf(err)
+	p.res.Halted = reason
+	if n, ok := MissingRecords(err); ok {
+		p.w.health.missing(n)
+	}
+	p.w.health.set(state, reason, p.now())
+	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", string(reason)), zap.Error(err))
+	return nil
+}
+
+// halt applies the retry rules to the failed member rest[0] and to the
+// claimed members not yet reached, then halts the pass.
+func (p *pass) halt(rest []primary.Intent, cause error) error {
+	if err := p.fail(cause); err != nil {
+		return err
+	}
+	if err := p.retryRest(rest); err != nil {
+		return err
+	}
+	p.halted = true
+	return nil
+}
+
+// conflict dead-letters a member whose identity holds different bytes in the
+// archive; health reports it until an operator restarts after investigation.
+func (p *pass) conflict(m primary.Intent) error {
+	p.w.health.conflict(p.now())
+	p.w.log.Error("archive holds different bytes under this event's identity; dead-lettering it",
+		zap.Stringer("event", m.Event))
+	return p.deadLetter(m, "identity_conflict")
+}
+
+// retryRest applies retry to each member of rest, the claimed members of
+// the run being delivered that were not reached, and then to the members of
+// the next run, if it was claimed already (prepareNext).
+func (p *pass) retryRest(rest []primary.Intent) error {
+	if err := p.retryAll(rest); err != nil {
+		p.dropNext()
+		return err
+	}
+	return p.retryAll(p.dropNext())
+}
+
+// retryAll applies retry to each member of rest.
+func (p *pass) retryAll(rest []primary.Intent) error {
+	for _, m := range rest {
+		if err := p.retry(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retry schedules a claimed member for another attempt, or dead-letters it
+// when it has used every attempt.
+func (p *pass) retry(m primary.Intent) error {
+	if exhausted(m) {
+		return p.deadLetter(m, "attempts_exhausted")
+	}
+	at := p.now().Add(RetryDelay)
+	if _, err := p.w.src.Retry(p.ctx, m, at); err != nil {
+		return fmt.Errorf("outbox: schedule retry: %w", err)
+	}
+	p.w.inst.retry(p.ctx, p.w.opts.Alias)
+	p.res.Retried++
+	if p.nextDue.IsZero() || at.Before(p.nextDue) {
+		p.nextDue = at
+	}
+	return nil
+}
+
+func (p *pass) deadLetter(in primary.Intent, reason string) error {
+	if _, err := p.w.src.DeadLetter(p.ctx, in, reason); err != nil {
+		return fmt.Errorf("outbox: dead-letter: %w", err)
+	}
+	p.w.inst.deadLetter(p.ctx, p.w.opts.Alias, reason)
+	p.res.DeadLettered++
+	return nil
+}
