@@ -18,7 +18,12 @@
 // process still exclude each other. Other Unix systems keep the record lock.
 //
 // The rule that goes with it: nothing in riffdb opens a LOCK file it holds
-// except through the held descriptor (ReadHeld). Like Pebble, the package
+// except through the held descriptor (ReadHeld). The price of a lock that
+// belongs to a descriptor: a child process holds copies of the parent's
+// descriptors from its fork until its exec closes them (O_CLOEXEC), and the
+// lock lasts as long as any copy. riffdb starts no child process, but its
+// tests do; so a lock that is held is tried again for up to 100 ms before
+// it is reported busy. Like Pebble, the package
 // keeps a table of the files this process holds, so a second Lock of a held
 // file in the same process fails at once with ErrHeld.
 package dirlock

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,8 +43,7 @@ func lock(name string, flags int) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
-	if err := unix.FcntlFlock(f.Fd(), setLockCmd, &lk); err != nil {
+	if err := setLock(f); err != nil {
 		_ = f.Close()
 		return nil, err
 	}
@@ -52,6 +52,28 @@ func lock(name string, flags int) (io.Closer, error) {
 	}
 	held.files[key] = f
 	return &fileLock{key: key, f: f}, nil
+}
+
+// busyWait bounds how long setLock retries a lock that another open file
+// description holds.
+const busyWait = 100 * time.Millisecond
+
+// setLock takes the write lock on f. A lock that another holder has is
+// tried again for up to busyWait before EAGAIN (or EACCES) is returned: a
+// lock its holder just released can still be held for a moment by a copy of
+// the holder's descriptor in a child process between its fork and its exec
+// (see the package doc), and a start or a restore should not be refused for
+// that moment.
+func setLock(f *os.File) error {
+	deadline := time.Now().Add(busyWait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+		err := unix.FcntlFlock(f.Fd(), setLockCmd, &lk)
+		if err == nil || (err != unix.EAGAIN && err != unix.EACCES) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
 }
 
 // ReadHeld returns a reader of the whole of the file name when this process
@@ -83,10 +105,13 @@ type fileLock struct {
 func (l *fileLock) Close() error {
 	var err error
 	l.once.Do(func() {
+		// The descriptor is closed before the name leaves the table, so
+		// that a Lock of the name in this process never meets the lock
+		// still held by the descriptor being closed.
 		held.Lock()
-		delete(held.files, l.key)
-		held.Unlock()
+		defer held.Unlock()
 		err = l.f.Close()
+		delete(held.files, l.key)
 	})
 	return err
 }

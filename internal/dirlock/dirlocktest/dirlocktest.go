@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 // Package dirlocktest is test support: it asks another process whether a
 // store's LOCK file can be locked, the way a server starting beside the
@@ -7,6 +7,12 @@
 // A test package that uses Free calls Main first thing in its TestMain: the
 // probe is the test binary itself, run again with an environment variable
 // that makes Main try the locks and exit.
+//
+// A test that calls Free must not run in parallel with tests that take and
+// release store locks in the same process: between its fork and its exec
+// the probe holds copies of every descriptor of the test process, and an
+// open file description lock lasts as long as any copy of its descriptor,
+// so a lock released meanwhile stays held for that moment.
 package dirlocktest
 
 import (
