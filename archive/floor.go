@@ -107,24 +107,10 @@ func readFloor(fs vfs.FS, storeDir string) (id event.DatabaseID, a accounting, o
 	return id, a, err == nil, err
 }
 
-// writeFloor replaces the floor file atomically and durably: a temporary
-// file, synced, renamed over the old one, and the directory synced.
+// writeFloor replaces the floor file atomically and durably
+// (dirsync.WriteFile).
 func writeFloor(fs vfs.FS, storeDir string, binding event.DatabaseID, a accounting) error {
-	tmp := fs.PathJoin(storeDir, FloorFileName+".tmp")
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return mapError("writing the archive's floor file", err)
-	}
-	_, err = f.Write(encodeFloor(binding, a))
-	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
-		_ = fs.Remove(tmp)
-		return mapError("writing the archive's floor file", err)
-	}
-	if err := fs.Rename(tmp, fs.PathJoin(storeDir, FloorFileName)); err != nil {
-		_ = fs.Remove(tmp)
-		return mapError("writing the archive's floor file", err)
-	}
-	return mapError("syncing the store directory", dirsync.Sync(fs, storeDir))
+	return mapError("writing the archive's floor file", dirsync.WriteFile(fs, storeDir, FloorFileName, encodeFloor(binding, a)))
 }
 
 // LostRecordsError reports an archive that holds fewer records than a

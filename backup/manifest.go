@@ -134,22 +134,14 @@ func (m Manifest) check() error {
 	return nil
 }
 
-// writeManifest writes m as dir's manifest.json (0600) through a synced
-// temporary file and a rename, then syncs dir.
+// writeManifest writes m as dir's manifest.json (0600), atomically and
+// durably (dirsync.WriteFile).
 func writeManifest(dir string, m Manifest) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, manifestName+".tmp")
-	if err := writeFileSync(tmp, append(b, '\n')); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
-		return err
-	}
-	return syncDir(dir)
+	return dirsync.WriteFile(vfs.Default, dir, manifestName, append(b, '\n'))
 }
 
 // writeFileSync writes a new file (0600) and syncs it.

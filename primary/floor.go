@@ -118,21 +118,7 @@ func readFloor(fs vfs.FS, dir string) (f floorRecord, marked bool, err error) {
 
 // writeFloor replaces the marker atomically and durably.
 func writeFloor(fs vfs.FS, dir string, f floorRecord) error {
-	tmp := fs.PathJoin(dir, createdMarkerName+".tmp")
-	file, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	_, err = file.Write(f.encode())
-	if err = errors.Join(err, file.Sync(), file.Close()); err != nil {
-		_ = fs.Remove(tmp)
-		return err
-	}
-	if err := fs.Rename(tmp, fs.PathJoin(dir, createdMarkerName)); err != nil {
-		_ = fs.Remove(tmp)
-		return err
-	}
-	return dirsync.Sync(fs, dir)
+	return dirsync.WriteFile(fs, dir, createdMarkerName, f.encode())
 }
 
 // manifestNum parses the file number of a MANIFEST-NNNNNN path.

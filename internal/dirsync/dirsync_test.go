@@ -1,8 +1,14 @@
+//go:build unix
+
 package dirsync_test
 
 import (
 	"errors"
+	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -54,5 +60,51 @@ func TestSyncKeepsANewNameAcrossACrash(t *testing.T) {
 func TestSyncReportsAMissingDirectory(t *testing.T) {
 	if err := dirsync.Sync(vfs.NewMem(), "/nowhere"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Sync of a missing directory = %v, want ErrNotExist", err)
+	}
+}
+
+// TestWriteFileReplacesDurablyAndPrivately: after a crash that keeps only
+// what was synced, dir/name holds the new bytes; on the real filesystem the
+// file is 0600 whatever the umask, and a temporary file an interrupted
+// write left is replaced.
+func TestWriteFileReplacesDurablyAndPrivately(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	if err := mem.MkdirAll("/d", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := dirsync.Sync(mem, "/"); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"old", "new"} {
+		if err := dirsync.WriteFile(mem, "/d", "floor", []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	f, err := crashed.Open("/d/floor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	_ = f.Close()
+	if err != nil || string(b) != "new" {
+		t.Fatalf("after a crash the file holds %q, %v; want the synced new bytes", b, err)
+	}
+
+	dir := t.TempDir()
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	if err := os.WriteFile(filepath.Join(dir, "floor.tmp"), []byte("left by a crash"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := dirsync.WriteFile(vfs.Default, dir, "floor", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "floor"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("floor: %v %v, want mode 0600", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "floor.tmp")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the temporary file is left: %v", err)
 	}
 }
