@@ -37,6 +37,9 @@ Signals:
                    flight get server.shutdown_grace (default 10s) to finish,
                    the connections still open are then closed, the outbox
                    workers stop and every store is closed. Exit 0.
+                   Before the server is ready (a start waiting on a full
+                   filesystem, a long log replay), the first one ends the
+                   start at once: exit 2, error code startup_interrupted.
                    A second one forces the exit at once, logged once ("forced
                    exit"): exit 1, error code forced_exit. Nothing
                    acknowledged is lost: every command is synced to disk
@@ -192,6 +195,10 @@ func startupCode(err error) string {
 		return "database_incompatible"
 	case errors.Is(err, server.ErrDatabase) && errors.Is(err, primary.ErrUnprotected):
 		return "database_unprotected"
+	case errors.Is(err, server.ErrDatabase) && errors.Is(err, primary.ErrStorageFull):
+		return "storage_full"
+	case errors.Is(err, server.ErrInterrupted):
+		return "startup_interrupted"
 	case errors.Is(err, server.ErrTLS):
 		return "tls_refused"
 	case errors.Is(err, server.ErrDatabase):

@@ -21,14 +21,21 @@ import (
 // message that contains says and no path under e's root, and no panic.
 func startupRefused(t *testing.T, e *env, code, says string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	startupRefusedWithin(t, e, 60*time.Second, code, says)
+}
+
+// startupRefusedWithin is startupRefused with the bound on how long the
+// refusal may take.
+func startupRefusedWithin(t *testing.T, e *env, bound time.Duration, code, says string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "--output", "json", "server", "run", "--config", e.config)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("server run did not refuse within 60s\nstderr: %s", stderr.String())
+		t.Fatalf("server run did not refuse within %s\nstderr: %s", bound, stderr.String())
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {

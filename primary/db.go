@@ -72,6 +72,10 @@ type Options struct {
 	// server gives each store one it also reports. nil: the store keeps
 	// one of its own (DB.WriteStalls).
 	WriteStalls *stall.Tracker
+	// StorageFullWait bounds how long Open waits for a storage engine
+	// that cannot write on a full filesystem; 0 means
+	// DefaultStorageFullWait.
+	StorageFullWait time.Duration
 
 	// IndexGate, when non-nil, makes Open return as soon as the store is
 	// open, with the undelivered index in state IndexUnbuilt; the count
@@ -248,16 +252,14 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		opts.pebbleOptions(po)
 	}
 	po.WithFSDefaults()
-	store, lock, fresh, floor, err := openStore(opts.FS, opts.Path, po, db.log)
+	opened, err := db.openBounded(ctx, opts.FS, opts.Path, po, cmp.Or(opts.StorageFullWait, DefaultStorageFullWait))
 	if err != nil {
 		return nil, err
 	}
-	db.lock = lock
-	db.fresh = fresh
-	db.store = store
+	db.lock, db.fresh, db.store = opened.lock, opened.fresh, opened.store
 	if err := db.load(); err != nil {
 		_ = db.closeStore()
-		return nil, err
+		return nil, db.openFailed(err)
 	}
 	db.idString = db.id.String()
 	var names []string
@@ -265,7 +267,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		names = append(names, p.Name)
 	}
 	db.prepareDurationAttrs(names)
-	if err := db.checkFloor(floor); err != nil {
+	if err := db.checkFloor(opened.floor); err != nil {
 		_ = db.closeStore()
 		return nil, err
 	}
@@ -273,7 +275,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	// named is no longer the one to compare (Pebble's open moves on).
 	if err := writeFloor(opts.FS, opts.Path, floorRecord{ID: db.id, Last: db.last}); err != nil {
 		_ = db.closeStore()
-		return nil, fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err))
+		return nil, db.openFailed(fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err)))
 	}
 	db.startCommitter()
 	if opts.IndexGate != nil {

@@ -37,6 +37,13 @@ var (
 	// ErrBusy is returned by Open when another process holds the store's
 	// lock (a second server on the same data directory).
 	ErrBusy = errors.New("primary: database is held by another process")
+	// ErrStorageFull is returned by Open when the filesystem holding the
+	// store (or the user's quota on it) is full: the storage engine could
+	// not write what opening the store needs (the flush of the replayed
+	// log, a new manifest or log, the identity of a new database) within
+	// Options.StorageFullWait. Nothing acknowledged is lost; the next
+	// start, with space freed, opens the store.
+	ErrStorageFull = errors.New("primary: the database's filesystem is full")
 )
 
 // InputError is the error Execute returns for a request it refuses before

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/internal/goexit"
+	"github.com/riffdb/riffdb/internal/pathless"
 )
 
 // fail marks the store failed: from now on every operation returns
@@ -17,7 +18,10 @@ func (db *DB) fail(err error) {
 		db.failErr.Store(&err)
 		db.failed.Store(true)
 		db.idx.degrade()
-		db.log.Error("primary store failed; durability can no longer be promised, the server must stop", zap.Error(err))
+		// The cause is logged as its path-free text: zap.Error would add
+		// the verbose form of a Pebble error, its stack trace.
+		db.log.Error("primary store failed; durability can no longer be promised, the server must stop",
+			zap.String("error", pathless.Message(err)))
 		close(db.failCh)
 	})
 }
@@ -28,7 +32,8 @@ func (db *DB) Failed() <-chan struct{} { return db.failCh }
 // Err returns the cause of the failure, or nil while the store is healthy.
 func (db *DB) Err() error {
 	if p := db.failErr.Load(); p != nil {
-		return fmt.Errorf("%w: %w", ErrFailed, *p)
+		// Pebble's errors name files by their full path and carry stacks.
+		return fmt.Errorf("%w: %w", ErrFailed, pathless.Clean(*p))
 	}
 	return nil
 }
@@ -47,7 +52,8 @@ func (db *DB) guard(fn func() error) error {
 		return o.Err
 	}
 	if o.Panic != nil {
-		db.log.Error("primary store write panicked", zap.Any("panic", o.Panic), zap.ByteString("stack", o.Stack))
+		// The stack names source files of the build: for debugging only.
+		db.log.Debug("primary store write panicked", zap.String("panic", pathless.Text(fmt.Sprint(o.Panic))), zap.ByteString("stack", o.Stack))
 		db.fail(fmt.Errorf("store write panicked: %v", o.Panic))
 		return ErrFailed
 	}
@@ -76,6 +82,29 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
-	l.db.fail(fmt.Errorf(format, args...))
+	l.db.fail(newFatalError(format, args...))
 	runtime.Goexit()
 }
+
+// fatalError is what Pebble reported through Logger.Fatalf: its message
+// without paths or stack lines (pathless.Text; some of Pebble's fatal
+// messages quote a file's path or embed debug.Stack), and the errors among
+// its arguments, so that errors.Is still sees their causes (a full
+// filesystem, an I/O error).
+type fatalError struct {
+	msg    string
+	causes []error
+}
+
+func newFatalError(format string, args ...any) fatalError {
+	e := fatalError{msg: pathless.Text(fmt.Sprintf(format, args...))}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			e.causes = append(e.causes, err)
+		}
+	}
+	return e
+}
+
+func (e fatalError) Error() string   { return e.msg }
+func (e fatalError) Unwrap() []error { return e.causes }

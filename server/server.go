@@ -24,6 +24,7 @@ import (
 	"github.com/riffdb/riffdb/internal/cmalloc"
 	"github.com/riffdb/riffdb/internal/gctune"
 	"github.com/riffdb/riffdb/internal/membudget"
+	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/internal/procs"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/outbox"
@@ -117,8 +118,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, indexGate: opts.indexGate, tel: tel, log: tel.Logger, fatal: make(chan error, 1), started: time.Now()}
 	if err := s.open(ctx); err != nil {
-		// The log may name paths; the returned error does not.
-		s.log.Error("riffdb cannot start", zap.String("reason", err.Error()), zap.Error(err.cause))
+		// Neither the log nor the returned error names a path or carries a
+		// stack (zap.Error would add a Pebble error's verbose form).
+		s.log.Error("riffdb cannot start", zap.String("reason", err.Error()), zap.String("cause", pathless.Message(err.cause)))
 		if cerr := s.abandon(ctx); cerr != nil {
 			s.log.Warn("closing after the failed start", zap.Error(cerr))
 		}
@@ -160,11 +162,17 @@ func (s *Server) open(ctx context.Context) *StartupError {
 		zap.String("c_allocator", cmalloc.Setting()), zap.Int("go_max_procs", goProcs),
 		zap.String("go_max_procs_setting", goProcsSetting), zap.String("go_gc_setting", gcSetting))
 	for _, dc := range cfg.Databases {
+		if err := context.Cause(ctx); err != nil {
+			return interrupted(err)
+		}
 		d, err := s.openDatabase(ctx, dc)
 		if err != nil {
 			return err
 		}
 		s.dbs = append(s.dbs, d)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return interrupted(err)
 	}
 	if err := s.registerGauges(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
@@ -285,7 +293,7 @@ func (s *Server) serve(h *http.Server, ln net.Listener, name string) {
 
 func (s *Server) fail(err error) {
 	s.fatalOnce.Do(func() {
-		s.log.Error("stopping the server", zap.Error(err))
+		s.log.Error("stopping the server", zap.String("error", pathless.Message(err)))
 		s.fatal <- err
 	})
 }
@@ -372,9 +380,11 @@ func Run(ctx context.Context, opts Options, ready func(*Server)) error {
 	select {
 	case <-ctx.Done():
 	case runErr = <-s.fatal:
-		// Its message reaches the CLI's envelope: without paths, like a
-		// startup failure's (the log has the full error).
-		runErr = pathFree{msg: scrub(opts.Config, runErr), cause: runErr}
 	}
-	return errors.Join(runErr, s.Stop(context.WithoutCancel(ctx)))
+	// The message reaches the CLI's envelope (server_failed): without
+	// paths or stack lines, like a startup failure's.
+	if err := errors.Join(runErr, s.Stop(context.WithoutCancel(ctx))); err != nil {
+		return pathFree{msg: scrub(opts.Config, err), cause: err}
+	}
+	return nil
 }

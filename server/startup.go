@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -37,6 +39,11 @@ var (
 	// primary.ErrCorrupt when it is damaged (Pebble's corruption included)
 	// and primary.ErrIncompatible when its format is not supported.
 	ErrDatabase = errors.New("server: primary store cannot be opened")
+	// ErrInterrupted: ctx ended (the first SIGINT or SIGTERM) before the
+	// server was ready. What was opened has been closed again; a primary
+	// store whose opening could not be interrupted is left to the
+	// process's exit (see primary.Open).
+	ErrInterrupted = errors.New("server: startup interrupted")
 )
 
 // StartupError is returned by New and Run when the server cannot start. Its
@@ -76,6 +83,14 @@ func (s *Server) primaryError(alias string, err error) *StartupError {
 		}
 	case errors.Is(err, primary.ErrCorrupt) || pebble.IsCorruptionError(err):
 		return newStartupError(s.cfg, what+"the primary store is corrupt", err, ErrDatabase, primary.ErrCorrupt)
+	case errors.Is(err, primary.ErrStorageFull):
+		return &StartupError{
+			msg: what + "the filesystem of the database path is full: the storage engine cannot write what opening the store needs; " +
+				"free space on it and start again (nothing acknowledged is lost)",
+			classes: []error{ErrDatabase, primary.ErrStorageFull}, cause: err,
+		}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return interrupted(err)
 	case errors.Is(err, primary.ErrIncompatible):
 		return newStartupError(s.cfg, what+"the primary store is incompatible with this version", err, ErrDatabase)
 	case errors.Is(err, primary.ErrUnprotected):
@@ -116,7 +131,17 @@ func scrub(cfg *config.Config, err error) string {
 			msg = strings.ReplaceAll(msg, r.path, r.name)
 		}
 	}
-	return strings.ReplaceAll(msg, "\n", "; ")
+	// Lines of a stack trace and any absolute path the storage engine
+	// formatted into its own text go too.
+	return pathless.Text(msg)
+}
+
+// interrupted is the failure to start of a server whose ctx ended first.
+func interrupted(cause error) *StartupError {
+	return &StartupError{
+		msg:     "a signal stopped the server before it was ready: nothing was served, and every store opened so far was closed",
+		classes: []error{ErrInterrupted}, cause: cause,
+	}
 }
 
 // withoutPaths returns err's text with the path of every *fs.PathError and

@@ -17,9 +17,7 @@
 package ratelog
 
 import (
-	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -172,36 +170,19 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // with every run of digits replaced by "#".
 func Class(text string) string { return digits.ReplaceAllString(text, "#") }
 
-// absPath matches an absolute path that starts a word (after the start,
-// white space, a quote, a bracket or "="), up to the next white space,
-// quote, bracket, colon or comma.
-var absPath = regexp.MustCompile(`(^|[\s"'(\[{=<])(/[^\s"'()\[\]{}<>:,;]*)`)
-
 // Clean returns err's text without filesystem paths: path-carrying errors
 // lose their path (internal/pathless), and any absolute path left in the
 // text, such as one a library formatted into its own message, is replaced
 // by its last element ("open /var/lib/db/000123.sst" becomes
 // "open 000123.sst"). The text is the error's plain Error(), never a
-// verbose %+v form with stacks.
+// verbose %+v form with stacks, and lines of a stack trace are dropped
+// (pathless.Message).
 func Clean(err error) string {
 	if err == nil {
 		return ""
 	}
-	return CleanText(pathless.Error(err).Error())
+	return pathless.Message(err)
 }
 
-// CleanText is Clean for a message already formatted.
-func CleanText(s string) string {
-	if !strings.Contains(s, "/") {
-		return s
-	}
-	return absPath.ReplaceAllStringFunc(s, func(m string) string {
-		i := strings.IndexByte(m, '/')
-		p := m[i:]
-		base := filepath.Base(p)
-		if base == "/" || base == "." {
-			base = ""
-		}
-		return m[:i] + base
-	})
-}
+// CleanText is Clean for a message already formatted (pathless.Text).
+func CleanText(s string) string { return pathless.Text(s) }
