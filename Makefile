@@ -1,8 +1,11 @@
 # riffdb — run `make help` for the targets.
 GO ?= go
 PKGS ?= ./...
+# The race pass leaves out ./e2e: its tests drive a binary built without
+# -race, so a second run there would repeat `unit` and prove nothing new.
+RACE_PKGS ?= $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
 
-.PHONY: help run test deps lint unit race bench bench-startup-10m drain-chain soak inspect-steps dashboards loadtest reliability e2e-tracing clean
+.PHONY: help run test check deps lint unit race bench bench-startup-10m drain-chain soak inspect-steps dashboards loadtest reliability e2e-tracing clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -11,6 +14,10 @@ run: ## run the server on the embedded default configuration (data in ./riffdb-d
 	$(GO) run ./cmd/riffdb server run --dev
 
 test: deps lint unit race ## the whole suite: install test tools, lint, tests, race tests (what CI runs)
+
+check: ## the fast tier while working: go vet and go test -short ./... (skips the campaigns, live Prometheus and multi-second end-to-end scenarios)
+	$(GO) vet $(PKGS)
+	$(GO) test -short $(PKGS)
 
 deps: ## install what the tests need (promtool, staticcheck) when missing
 	./scripts/install-test-deps.sh
@@ -24,8 +31,8 @@ unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); 
 	@if [ -s bin/damage-matrix.md ]; then echo "== damage matrix (e2e TestDamageMatrix): every file of every store damaged, inspected and started =="; cat bin/damage-matrix.md; fi
 	@if [ -s bin/prometheus-live.txt ]; then echo "== live Prometheus (e2e TestPrometheusEvaluatesDashboardsAndAlerts): every recording rule and panel query, phase and series =="; cat bin/prometheus-live.txt; fi
 
-race: ## go test -race ./... (the end-to-end tests drive a binary built without -race)
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+race: ## go test -race over every package but ./e2e (whose tests drive a binary built without -race; unit runs them)
+	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 
 bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble, N raw writers), then the soak's 5-minute form (SOAK=0 skips it)
 	./scripts/bench.sh

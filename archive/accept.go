@@ -115,7 +115,7 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out d
 	// waited for a retry while later ones were delivered). Delivery goes
 	// through the undelivered index in event order, so most keys are new
 	// and the greatest, and the lookup was about 8 % of the CPU of a
-	// 32-database delivery (docs/benchmarks.md).
+	// 32-database delivery (docs/benchmarks/2026-12-01-multidb.md).
 	lookup := bytes.Compare(rk, s.last) <= 0
 	// One storage call: read the key, decide, and write.
 	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", &t.phase, s.txns, s.txnTimer, func(phase *txnPhase) error {

@@ -24,7 +24,7 @@ const (
 // MaxPageBytes: the scrub's rate is set in pages per second per archive, and
 // at MaxPageBytes a page, 32 archives of 32 KiB events at the default 4 pages
 // a second would read, check and hash up to 512 MiB a second between them
-// (docs/benchmarks.md, "One memory budget"). A page of events of
+// (docs/benchmarks/2026-12-02-memory.md). A page of events of
 // up to 1 KiB is the same under either bound (256 records).
 const ScrubPageBytes = 256 << 10
 

@@ -77,6 +77,9 @@ func TestParseHistogramRejectsMalformedSeries(t *testing.T) {
 // delivered too. It keeps the benchmarks' plumbing from rotting unnoticed
 // between benchmark runs.
 func TestHarnessDrainsPreloadedEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: drains a preloaded backlog through the real server")
+	}
 	in := newInstall(t, 1, "")
 	const preloaded = 2*eventsPerBulk + 3 // two bulk commands and three one-event commands
 	in.preload(t, preloaded)

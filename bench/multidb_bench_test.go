@@ -310,6 +310,9 @@ func walSyncs(tb testing.TB, s *server.Server) [2]float64 {
 // disk and data figures are read. It keeps the benchmark from rotting
 // between benchmark runs.
 func TestMultiDBHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: drains two databases through the real server")
+	}
 	in := newMultiInstall(t, 2)
 	in.preload(t, eventsPerBulk+3)
 	s := in.open(t)

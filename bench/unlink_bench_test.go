@@ -29,7 +29,7 @@ import (
 // It reports, per way, the syncs over 5 ms per compaction (stalls_per_burst;
 // per second for quiet) and the syncs' p99 and p99.9 in µs. On ext4 on the
 // project's virtio disk (2026-12-05) the whole-file unlink was where the
-// writer's syncs stalled (docs/benchmarks.md, "The soak").
+// writer's syncs stalled (docs/benchmarks/2026-12-01-soak.md).
 func BenchmarkSyncBesideUnlink(b *testing.B) {
 	const (
 		burst    = 20 << 20

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/riffdb/riffdb/internal/pathless"
 )
 
 // fileIdent identifies one version of the store file. Writers replace the
@@ -26,11 +28,11 @@ func prepareDir(dir string) error {
 	err := unix.Lstat(dir, &st)
 	if errors.Is(err, unix.ENOENT) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("capability: creating the credential directory: %w", pathless(err))
+			return fmt.Errorf("capability: creating the credential directory: %w", withoutPath(err))
 		}
 		// The umask may have narrowed the mode; the check below wants 0700.
 		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("capability: setting the credential directory's mode: %w", pathless(err))
+			return fmt.Errorf("capability: setting the credential directory's mode: %w", withoutPath(err))
 		}
 		err = unix.Lstat(dir, &st)
 	}
@@ -129,7 +131,7 @@ func readPrivate(path, what string) ([]byte, fileIdent, error) {
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return nil, fileIdent{}, fmt.Errorf("capability: reading the %s: %w", what, pathless(err))
+		return nil, fileIdent{}, fmt.Errorf("capability: reading the %s: %w", what, withoutPath(err))
 	}
 	return data, identOf(&st), nil
 }
@@ -143,7 +145,7 @@ func identOf(st *unix.Stat_t) fileIdent {
 func writeAtomic(dir, name string, data []byte) (err error) {
 	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("capability: creating a temporary %s: %w", name, pathless(err))
+		return fmt.Errorf("capability: creating a temporary %s: %w", name, withoutPath(err))
 	}
 	defer func() {
 		if err != nil {
@@ -152,41 +154,39 @@ func writeAtomic(dir, name string, data []byte) (err error) {
 		}
 	}()
 	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("capability: setting the mode of a temporary %s: %w", name, pathless(err))
+		return fmt.Errorf("capability: setting the mode of a temporary %s: %w", name, withoutPath(err))
 	}
 	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("capability: writing %s: %w", name, pathless(err))
+		return fmt.Errorf("capability: writing %s: %w", name, withoutPath(err))
 	}
 	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("capability: syncing %s: %w", name, pathless(err))
+		return fmt.Errorf("capability: syncing %s: %w", name, withoutPath(err))
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("capability: closing %s: %w", name, pathless(err))
+		return fmt.Errorf("capability: closing %s: %w", name, withoutPath(err))
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("capability: replacing %s: %w", name, pathless(err))
+		return fmt.Errorf("capability: replacing %s: %w", name, withoutPath(err))
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("capability: opening the credential directory: %w", pathless(err))
+		return fmt.Errorf("capability: opening the credential directory: %w", withoutPath(err))
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("capability: syncing the credential directory: %w", pathless(err))
+		return fmt.Errorf("capability: syncing the credential directory: %w", withoutPath(err))
 	}
 	return nil
 }
 
-// pathless strips the path from a *fs.PathError or *os.LinkError, so that
+// withoutPath strips the path from a *fs.PathError or *os.LinkError, so that
 // messages never reveal where the store lives.
-func pathless(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+func withoutPath(err error) error {
+	if op, cause, ok := pathless.PathCause(err); ok {
+		return fmt.Errorf("%s: %w", op, cause)
 	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return fmt.Errorf("%s: %w", le.Op, le.Err)
+	if op, cause, ok := pathless.LinkCause(err); ok {
+		return fmt.Errorf("%s: %w", op, cause)
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/pathless"
 )
 
 // loadCapabilityConfig loads the configuration named by --config for the
@@ -44,9 +45,8 @@ func credentialStoreExists(c *config.Config) (bool, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	default:
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
+		if _, cause, ok := pathless.PathCause(err); ok {
+			err = cause
 		}
 		return false, Local("credentials_unavailable", "cannot examine the credential store (credential_path): %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/riffdb/riffdb/internal/pathless"
 	"github.com/riffdb/riffdb/server"
 	"github.com/riffdb/riffdb/statsapi"
 )
@@ -59,7 +60,11 @@ func (q *queryFlags) serverRequest(ctx context.Context, method, path string, out
 		if sent && uncertainAdvice != "" {
 			return Uncertain("outcome_unknown", "the server did not answer in time or dropped the connection: %s", uncertainAdvice)
 		}
-		return Client("unreachable", "cannot reach the server: %v", errors.Unwrap(err))
+		cause := err
+		if ue != nil {
+			cause = ue.Err // the request's method and URL add nothing to the cause
+		}
+		return Client("unreachable", "cannot reach the server: %v", pathless.Error(cause))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

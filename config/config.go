@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"slices"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/riffdb/riffdb/internal/pathless"
 )
 
 // Defaults applied when neither the command line, the environment nor the
@@ -238,9 +239,8 @@ func Load(path string, env func(string) string, o Overrides) (*Config, error) {
 
 // unreadable strips the path from an *fs.PathError and wraps the reason.
 func unreadable(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
+	if _, cause, ok := pathless.PathCause(err); ok {
+		err = cause
 	}
 	return fmt.Errorf("%w: %w", ErrUnreadable, err)
 }

@@ -65,6 +65,9 @@ func TestRulesUnitTests(t *testing.T) {
 // never returns a sample and checks that the unit tests then fail: a rule
 // that no test would miss is a rule whose breakage nobody would notice.
 func TestEveryRuleIsTested(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the mutation campaign: promtool's unit tests once per rule")
+	}
 	promtool(t)
 	src := readFile(t, rulesFile)
 	tests := readFile(t, rulesTestFile)

@@ -339,6 +339,9 @@ func (d crashDestination) Accept(ctx context.Context, k event.Key, r []byte) (de
 // acknowledged event is archived exactly once with its exact bytes, that
 // pending returns to 0 and that the archive validates.
 func TestReliabilityCrashPoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the crash-point campaign (make reliability runs it)")
+	}
 	began := time.Now()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -460,6 +463,9 @@ var faultOps = []struct {
 // earlier unavailability): an open store serves its recent records from
 // memory and would read nothing.
 func TestReliabilityArchiveFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the archive fault campaign (make reliability runs it)")
+	}
 	began := time.Now()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)

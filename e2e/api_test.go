@@ -13,6 +13,7 @@ import (
 // input validation over HTTP against the real binary, and that nothing is
 // committed by any refused request.
 func TestCommandAPIRefusesBadRequests(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{extra: ""})
 	exec := e.token([]string{"execute_commands"}, "default")
 	statsOnly := e.token([]string{"read_statistics"}, "")
@@ -97,6 +98,7 @@ func TestCommandAPIRefusesBadRequests(t *testing.T) {
 // TestFollowerRefusesCommands starts a follower and checks that it serves
 // stats but refuses commands with a clear error.
 func TestFollowerRefusesCommands(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{extra: ""})
 	// Turn the config into a follower config.
 	e.setMode("follower")

@@ -211,6 +211,10 @@ func (e *env) countIncarnations(dbID string) (map[uint64]int64, int64) {
 // restore and incarnation 2 the restored backlog and the new events. A
 // second restore gives incarnation 3.
 func TestBackupRestoreStartsANewIncarnation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 3,000 commands through a backup and two restores")
+	}
+	t.Parallel()
 	const n = 1000
 	e, _ := newBackupEnv(t)
 	token := e.token([]string{"execute_commands", "read_statistics", "read_health"}, "")
@@ -353,6 +357,7 @@ func refusedWithoutTrace(t *testing.T, e *env, root, what, name, code string, ex
 // database identity, a backup with a flipped byte, a backup with a missing
 // file, an unknown backup and a name that is not a plain entry name.
 func TestRestoreRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
 	// Another database (its own identity) and a backup of it.
 	other, _ := newBackupEnv(t)
 	otherToken := other.tokenFile("backups", other.token([]string{"manage_backups"}, ""))
@@ -427,6 +432,7 @@ func largestFile(t *testing.T, dir string) string {
 // a restore) clearly; a token without manage_backups is refused with 403;
 // an unknown database with 404.
 func TestBackupRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	commands := e.tokenFile("commands", e.token([]string{"execute_commands", "read_statistics", "read_health"}, ""))
 	backups := e.tokenFile("backups", e.token([]string{"manage_backups"}, ""))
@@ -481,6 +487,10 @@ func readToken(t *testing.T, file string) string {
 // then works: stopped, restored with the command, the database delivers
 // under incarnation 2.
 func TestHandCopiedRestoreIsDetected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 1,000 commands, a hand-copied restore and the real one")
+	}
+	t.Parallel()
 	const n = 1000
 	e, root := newBackupEnv(t)
 	token := e.token([]string{"execute_commands", "read_statistics", "read_health"}, "")

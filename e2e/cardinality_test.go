@@ -51,6 +51,7 @@ func healthz(p *proc, host string) error {
 // otel_metric_overflow, and must not echo a host anywhere, exemplars
 // included.
 func TestHostHeadersDoNotGrowMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	p := e.start()
 	for range 10 {
@@ -161,6 +162,7 @@ var exemplarTraceID = regexp.MustCompile(`trace_id="([0-9a-f]{32})"`)
 // command endpoint with a bad token appear in no exported span and in no
 // exemplar, while an authenticated command continues its caller's trace.
 func TestUntrustedTraceContextIsDropped(t *testing.T) {
+	t.Parallel()
 	sink, addr := traceSinkServer(t)
 	e := newEnv(t, envOpts{extra: fmt.Sprintf("\n[telemetry]\notlp_endpoint = %q\ntrace_sample_ratio = 1.0\n", addr)})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")
@@ -215,6 +217,7 @@ func TestUntrustedTraceContextIsDropped(t *testing.T) {
 // command, unless honor_sampled_parent is set; and that even then an
 // unauthenticated /healthz cannot switch sampling on.
 func TestRatioZeroIgnoresSampledParents(t *testing.T) {
+	t.Parallel()
 	for _, honor := range []bool{false, true} {
 		t.Run(fmt.Sprintf("honor_sampled_parent=%v", honor), func(t *testing.T) {
 			sink, addr := traceSinkServer(t)

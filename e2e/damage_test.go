@@ -1054,6 +1054,9 @@ func dmTable(results []dmResult) string {
 // installation in every way and requires each damage to end intact or
 // refused; see the comment at the top of this file.
 func TestDamageMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the damage campaign: every file of every store damaged, inspected and started")
+	}
 	began := time.Now()
 	inst := buildDamageInstallation(t)
 	cases := dmCases(t, inst)

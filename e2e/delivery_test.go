@@ -37,6 +37,9 @@ func (e *env) inspect(dbID string, maxPages int) (cliResult, inspectResult) {
 // end the offline inspection verifies exactly one record per committed event
 // and stats show nothing pending.
 func TestDeliveryUnderSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 20,000 commands through ten SIGKILLs during delivery")
+	}
 	const commands, clients, kills = 20000, 16, 10
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")

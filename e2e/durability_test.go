@@ -32,6 +32,7 @@ func orderInput(i int) map[string]any {
 // identical bytes, sequences have no gaps, the stored undelivered count equals
 // the number of intents, and idempotent retries returned the original commit.
 func TestCommitsSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
 	const commands, clients = 1000, 16
 	e := newEnv(t, envOpts{})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")

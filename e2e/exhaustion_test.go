@@ -31,6 +31,9 @@ const descriptorLimit = 256
 // with no path of the data directory and no stack, and the outbox returns
 // to healthy with every acknowledged commit archived.
 func TestDescriptorExhaustion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: exhausts the descriptors under load and waits for the recovery")
+	}
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Skip("prlimit (util-linux) is not installed")
 	}

@@ -208,6 +208,9 @@ func rawArchive(t *testing.T, outbox string, fn func(db *pebble.DB)) {
 // leaves the outbox directory's full listing (names, sizes, modes,
 // mtimes, inodes) exactly as it was.
 func TestInspectReconcilesInStepsAndLeavesNoTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 600 commands reconciled in steps through every outcome")
+	}
 	t.Parallel()
 	const n, target = 600, 384 // target is on the second page of 256 records
 	e := newEnv(t, envOpts{outbox: true})

@@ -95,6 +95,9 @@ func (p *proc) waitDrained(t *testing.T, token string) {
 // (the rate is reported against the healthy rate measured in the same run),
 // health shows the fault, and delivery catches up after repair.
 func TestPrimaryIsolation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the archive fault campaign (unwritable, removed, full), rates against the healthy rate")
+	}
 	const n = 3000
 	e := newEnv(t, envOpts{})
 	// Put the outbox directory on its own small filesystem so that it can

@@ -24,6 +24,10 @@ import (
 // must accept the scrape, and an OpenMetrics scrape must carry trace
 // exemplars on the claim-duration buckets.
 func TestMetricsEndpointServesTheReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a multi-second scenario (delivery, retries, a conflict) before the scrapes")
+	}
+	t.Parallel()
 	contract := contractSeries(t)
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")

@@ -14,6 +14,10 @@ import (
 // rises and returns to 0; then `riffdb --output json server stats` prints the
 // same numbers as the endpoint.
 func TestMonitoringSeesTheBacklogRiseAndDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a load run polled every 100 ms until its backlog drains")
+	}
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")
 	p := e.start()

@@ -32,6 +32,9 @@ import (
 // count is logged, and written to the file named by RIFFDB_PROMETHEUS_REPORT
 // when set.
 func TestPrometheusEvaluatesDashboardsAndAlerts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: drives a live Prometheus through every failure and repair for about a minute")
+	}
 	sink, otlp := traceSinkServer(t)
 	e := newEnv(t, envOpts{outbox: true, extra: fmt.Sprintf("\n[telemetry]\notlp_endpoint = %q\ntrace_sample_ratio = 1.0\n", otlp)})
 	metricsAddr := freeAddr(t)

@@ -281,6 +281,9 @@ func envInt(t *testing.T, name string, def int) int {
 // runs 200), with the schedule drawn from RIFFDB_RELIABILITY_SEED (printed;
 // random when unset).
 func TestReliability(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the SIGKILL campaign (make reliability runs it at 200 kills)")
+	}
 	began := time.Now()
 	kills := envInt(t, reliability.KillsEnv, relDefaultKills)
 	seed := uint64(time.Now().UnixNano())

@@ -103,6 +103,7 @@ func waitStopped(t *testing.T, p *proc, token string) {
 // the archive is ever opened for delivery (the scrub, which would log its
 // own finding, never runs).
 func TestCorruptRecordBeyondTheCheckpointStopsDeliveryAtStartup(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")
 	p := e.start()
@@ -126,6 +127,7 @@ func TestCorruptRecordBeyondTheCheckpointStopsDeliveryAtStartup(t *testing.T) {
 // corrupt_content; the next start validates the whole archive and stops
 // delivery at once.
 func TestCorruptRecordInsideTheCheckpointedPrefix(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")
 	p := e.start()
@@ -183,6 +185,7 @@ func flipTableByte(t *testing.T, outbox string) {
 // not already read it. This is the damage matrix's "table flip-byte" row:
 // refused, with the scrub's first pass as the time it may take.
 func TestScrubFindsBitRotInTheCheckpointedPrefix(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")
 	p := e.start()
@@ -199,6 +202,7 @@ func TestScrubFindsBitRotInTheCheckpointedPrefix(t *testing.T) {
 // TestScrubMetrics: the scrub reports its passes, the records it validated
 // and its progress, under the names docs/metrics.md gives them.
 func TestScrubMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")
 	p := e.start()

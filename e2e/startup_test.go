@@ -101,6 +101,7 @@ func TestStartupListenBusy(t *testing.T) {
 // server refuses with contract_invalid naming the database and the role,
 // and starts once the contract is restored.
 func TestStartupContract(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		damage func(path string) error
@@ -126,6 +127,7 @@ func TestStartupContract(t *testing.T) {
 // the server refuses with credentials_refused, and starts once the mode is
 // 0700.
 func TestStartupCredentialsNotPrivate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	dir := filepath.Join(e.root, "credentials")
 	must(t, os.Mkdir(dir, 0o700))
@@ -140,6 +142,7 @@ func TestStartupCredentialsNotPrivate(t *testing.T) {
 // should be (unopenable even for root): the server refuses with
 // database_unavailable, and starts once the file is gone.
 func TestStartupDatabaseUnopenable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	must(t, os.WriteFile(e.dbPath, []byte("not a database"), 0o600))
 	startupRefused(t, e, "database_unavailable", `database "default": the primary store cannot be opened`)
@@ -152,6 +155,7 @@ func TestStartupDatabaseUnopenable(t *testing.T) {
 // server's installation: it refuses with database_busy, and the first keeps
 // serving commands and restarts cleanly afterwards.
 func TestStartupSecondServerOnSameData(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands"}, "default")
 	p := e.start()
@@ -178,6 +182,7 @@ func TestStartupSecondServerOnSameData(t *testing.T) {
 // the server refuses with database_unprotected, writes nothing into it,
 // and starts once the mode is 0700.
 func TestStartupDatabaseUnprotected(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{outbox: true})
 	must(t, os.Mkdir(e.dbPath, 0o700))
 	must(t, os.Chmod(e.dbPath, 0o755))
@@ -193,6 +198,7 @@ func TestStartupDatabaseUnprotected(t *testing.T) {
 // with tls_refused; a non-loopback listen without TLS is refused with
 // invalid_config unless allow_insecure_listen is set.
 func TestStartupTLSAndPlaintext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	key := filepath.Join(e.root, "key.pem")
 	cert := filepath.Join(e.root, "cert.pem")

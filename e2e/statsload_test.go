@@ -218,6 +218,9 @@ func runLoad(t *testing.T, p *proc, token string, first, n int) {
 // while the backlog falls must report the outbox healthy: a worker that
 // validated the archive and delivers is healthy before its first pass ends.
 func TestStatsUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: polls stats through 3,000 commands, a restart and a 3,000-event drain")
+	}
 	const commands, backlog = 3000, 3000
 	e := newEnv(t, envOpts{outbox: true})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")

@@ -52,6 +52,7 @@ func (s *otlpSink) byName(name string) []*tracepb.Span {
 // which parents the riffdb.command span, and the worker's riffdb.outbox.claim
 // span links to that command span and parents the archive transaction.
 func TestTracesJoinCommandAndDelivery(t *testing.T) {
+	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	sink := &otlpSink{}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -194,8 +193,7 @@ func copyFile(ctx context.Context, src, dst string, limit *pace.Limiter) error {
 func LockDirectory(dir string) (*pebble.Lock, error) {
 	lock, err := pebble.LockDirectory(dir, dirlock.FS(vfs.Default))
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		if pathless.IsPathError(err) {
 			return nil, fmt.Errorf("primary: lock the database directory: %w", pathless.Error(err))
 		}
 		return nil, fmt.Errorf("%w: %w", ErrBusy, pathless.Error(err))
@@ -218,8 +216,7 @@ func ReadStoreInfo(ctx context.Context, dir string, lock *pebble.Lock) (StoreInf
 	if lock == nil {
 		l, err := pebble.LockDirectory(dir, dirlock.ReadOnlyFS(vfs.Default))
 		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
+			if pathless.IsPathError(err) {
 				return StoreInfo{}, fmt.Errorf("primary: lock the store: %w", pathless.Error(err))
 			}
 			return StoreInfo{}, fmt.Errorf("%w: %w", ErrBusy, pathless.Error(err))

@@ -47,8 +47,7 @@ func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_
 	}
 	lock, err := pebble.LockDirectory(dir, po.FS) // dirlock: LOCK is not touched
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		if pathless.IsPathError(err) {
 			return nil, nil, false, floor, fmt.Errorf("primary: lock the database directory: %w", pathless.Error(err))
 		}
 		// The lock file exists and another holder has it (fcntl EAGAIN or

@@ -19,7 +19,7 @@ const nextTries = 4
 // The loads and compare-and-set checks of a delivery ask for ascending keys
 // a key or two apart, and a step costs a fraction of a seek, which
 // repositions every level of the LSM (about 2 µs under a four-database
-// delivery, docs/benchmarks.md). Any other order just seeks.
+// delivery, docs/benchmarks/2026-12-01-multidb.md). Any other order just seeks.
 func seekGE(it *pebble.Iterator, k []byte) bool {
 	if it.Valid() && bytes.Compare(it.Key(), k) < 0 {
 		for range nextTries {

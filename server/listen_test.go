@@ -284,6 +284,9 @@ func scrapeMetrics(t *testing.T, s *Server) string {
 // dribbles header bytes (slowloris) is disconnected once the header timeout
 // (5 s) is over, however steadily it keeps sending.
 func TestSlowHeadersAreCutOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits out the 5 s header timeout")
+	}
 	s, _ := startDev(t, nil)
 	for _, addr := range []string{s.APIAddr(), s.MetricsAddr()} {
 		c, err := net.Dial("tcp", addr)

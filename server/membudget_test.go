@@ -12,7 +12,6 @@ import (
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/membudget"
 	"github.com/riffdb/riffdb/internal/testutil"
 )
 
@@ -64,7 +63,7 @@ memory_budget_bytes = %d
 			t.Fatal(err)
 		}
 	}()
-	want := membudget.Divide(128<<20, 3, 2)
+	want := divideMemory(128<<20, 3, 2)
 	if s.memory != want {
 		t.Fatalf("split %+v, want %+v", s.memory, want)
 	}

@@ -146,7 +146,7 @@ func (s *Server) open(ctx context.Context) *StartupError {
 			archives++
 		}
 	}
-	s.memory = membudget.Divide(cmp.Or(cfg.Server.MemoryBudgetBytes, config.DefaultMemoryBudgetBytes), len(cfg.Databases), archives)
+	s.memory = divideMemory(cmp.Or(cfg.Server.MemoryBudgetBytes, config.DefaultMemoryBudgetBytes), len(cfg.Databases), archives)
 	s.cache = pebble.NewCache(s.memory.PrimaryCacheBytes)
 	if s.memory.ArchiveCacheBytes > 0 {
 		s.archiveCache = pebble.NewCache(s.memory.ArchiveCacheBytes)

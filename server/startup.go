@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strings"
 
@@ -103,13 +101,13 @@ func (s *Server) primaryError(alias string, err error) *StartupError {
 	}
 }
 
-// scrub returns err's text without filesystem paths: withoutPaths removes the
+// scrub returns err's text without filesystem paths: pathless.ErrorText removes the
 // paths of *fs.PathError and *os.LinkError anywhere in the tree of wrapped
 // and joined errors, and every path cfg configures that remains (a storage
 // engine may quote one in its own text) is replaced by the name of its role.
 // Joined errors are separated by "; ".
 func scrub(cfg *config.Config, err error) string {
-	msg := withoutPaths(err)
+	msg := pathless.ErrorText(err)
 	type role struct{ path, name string }
 	roles := []role{{cfg.Server.CredentialPath, "<server.credential_path>"},
 		{cfg.Server.TLSCertPath, "<server.tls_cert_path>"}, {cfg.Server.TLSKeyPath, "<server.tls_key_path>"}}
@@ -142,46 +140,6 @@ func interrupted(cause error) *StartupError {
 		msg:     "a signal stopped the server before it was ready: nothing was served, and every store opened so far was closed",
 		classes: []error{ErrInterrupted}, cause: cause,
 	}
-}
-
-// withoutPaths returns err's text with the path of every *fs.PathError and
-// *os.LinkError in its tree left out (their operation and reason are kept).
-// A wrapping error — fmt.Errorf's %w, errors.Join, *os.SyscallError,
-// *net.OpError — keeps its own words, with the text of each cause replaced
-// by the cause's pathless text. errors.Unwrap alone would not do: it yields
-// nil for a joined error and keeps paths deeper in the chain.
-func withoutPaths(err error) string {
-	switch e := err.(type) {
-	case nil:
-		return ""
-	case *fs.PathError:
-		return e.Op + ": " + withoutPaths(e.Err)
-	case *os.LinkError:
-		return e.Op + ": " + withoutPaths(e.Err)
-	}
-	var causes []error
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		causes = []error{u.Unwrap()}
-	case interface{ Unwrap() []error }:
-		causes = u.Unwrap()
-	}
-	msg := err.Error()
-	from := 0 // causes appear in order (errors.Join, several %w)
-	for _, c := range causes {
-		if c == nil {
-			continue
-		}
-		text := c.Error()
-		i := strings.Index(msg[from:], text)
-		if text == "" || i < 0 {
-			continue
-		}
-		clean := withoutPaths(c)
-		msg = msg[:from+i] + clean + msg[from+i+len(text):]
-		from += i + len(clean)
-	}
-	return msg
 }
 
 // pathFree is an error whose message has no paths and that still matches

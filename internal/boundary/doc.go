@@ -13,4 +13,23 @@
 // This package's test asks the go command for each core package's dependency
 // graph (go list -deps), so `go test ./...` fails as soon as a forbidden
 // import appears.
+//
+// # The house rules
+//
+// The same test run also holds every production (non-_test) Go file of the
+// module to the house rules (HouseFile), so that `make test` fails on a
+// breach and its message says what to do:
+//
+//   - at most MaxLines lines, unless the file is generated or listed in
+//     LongFiles with a reason;
+//   - no errors.Unwrap, and no *fs.PathError, *os.PathError or
+//     *os.LinkError (type assertions, type switches, errors.As targets)
+//     outside internal/pathless, which is where errors lose their paths;
+//   - the delivery vocabulary (deliverytype) imports only the standard
+//     library, from the day it exists;
+//   - no internal package imports a domain package (Domain), unless the
+//     import is listed in InternalImports with a reason.
+//
+// Allowlist entries are temporary: an entry that no file needs any more
+// fails the test too, so that it is removed.
 package boundary

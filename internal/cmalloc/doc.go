@@ -13,14 +13,14 @@
 // resident memory grew from 52 MiB to over 100 MiB in two minutes on top of
 // the 61 MiB in use, and RSS with it, while Pebble's own accounting did not
 // move. With one arena the same run held 4 MiB free and RSS stayed flat
-// (docs/benchmarks.md, "The soak").
+// (docs/benchmarks/2026-12-01-soak.md).
 //
 // So a process that imports this package asks glibc, before any store is
 // opened, for one arena (mallopt M_ARENA_MAX = 1). Pebble's C allocations are
 // blocks read on a cache miss, after a read from the disk, and memtables a
 // few times a minute: 0.1 % of the CPU samples of a 4-database delivery
 // benchmark with one arena or with eight, so one arena's lock is not on the
-// delivery path (docs/benchmarks.md, "One memory budget"); the Go heap, where
+// delivery path (docs/benchmarks/2026-12-02-memory.md); the Go heap, where
 // everything else lives, is not affected. An operator who sets
 // MALLOC_ARENA_MAX or a glibc.malloc.arena_max tunable (GLIBC_TUNABLES)
 // keeps that choice. Without cgo, or with a C library other than glibc, Pebble
@@ -43,7 +43,7 @@ type Stats struct {
 	// HeapFree is the bytes of the arenas' free chunks: space a freed
 	// block left that no allocation has reused yet. It stays resident
 	// until it is reused (riffdb never calls malloc_trim: what it could
-	// return is measured in docs/benchmarks.md, "The soak"), except the
+	// return is measured in docs/benchmarks/2026-12-01-soak.md), except the
 	// top of the heap beyond glibc's trim threshold, which free returns.
 	HeapFree int64
 	// Mapped is the bytes of the chunks glibc mapped on their own, above

@@ -9,8 +9,8 @@
 // 290 MB a second against a live heap of 6–7 MiB, and with GOGC=100 the
 // heap was collected several dozen times a second. With GOGC at 400 the
 // same drains used about 10 of 95 µs of CPU per event less and delivered
-// 1.08–1.11× as many events a second (docs/benchmarks.md, "Many
-// databases": on 2 cores, every microsecond of CPU per event costs each
+// 1.08–1.11× as many events a second (docs/benchmarks/2026-12-01-multidb.md:
+// on 2 cores, every microsecond of CPU per event costs each
 // database's chain about three, wherever it runs).
 //
 // A fixed higher GOGC would multiply a large live heap too: 32 busy
@@ -35,7 +35,7 @@
 // count): a value set for a small live heap applies to a larger one for at
 // most that long. A first form, which allowed up to 10,000 and set it from
 // a cleanup re-armed after each collection, gave a collection soon after a
-// start a goal of 400 MiB with 32 busy databases (docs/benchmarks.md). A
+// start a goal of 400 MiB with 32 busy databases (docs/benchmarks/2026-12-01-multidb.md). A
 // soft memory limit (GOMEMLIMIT) still applies on top. An operator who sets
 // GOGC keeps that choice.
 package gctune

@@ -62,7 +62,7 @@ func call(fn func() error, done chan<- Outcome) (returned bool) {
 // goroutine of the Runner neither starts a goroutine nor grows a new one's
 // stack: a Pebble commit grows a fresh goroutine's stack from its first
 // size several times over, and on a delivery's path that copying cost about
-// 5 % of the CPU (docs/benchmarks.md). A call that finds no goroutine idle
+// 5 % of the CPU (docs/benchmarks/2026-12-01-multidb.md). A call that finds no goroutine idle
 // (one still runs an earlier call, say one its caller stopped waiting for)
 // starts one, which the Runner keeps too. A goroutine whose function did
 // not return (runtime.Goexit, a panic) ends, as with Go. The zero Runner is

@@ -19,8 +19,8 @@
 //     it), so larger memtables buy it throughput (primary.DefaultMemTableSize
 //     explains the measurement); an archive only appends. Each store's share
 //     covers its three memtables.
-//   - Each memtable is then clamped: at most MaxPrimaryMemTable or
-//     MaxArchiveMemTable (the sizes the stores were tuned at; more bought
+//   - Each memtable is then clamped: at most Sizes.MaxPrimaryMemTable or
+//     Sizes.MaxArchiveMemTable (the sizes the stores were tuned at; more bought
 //     nothing measurable), at least MinMemTable (Pebble starts every store's
 //     first memtable at 256 KiB anyway), and rounded down to a multiple of
 //     64 KiB.
@@ -55,18 +55,11 @@
 // on top. Only at the smallest budgets with the most databases can the
 // memtable floor push the engines past the budget; Divide reports the
 // worst case in Split.EngineBytes.
+//
+// The package depends on no store: the stores' own sizes come in as Sizes.
 package membudget
 
-import (
-	"github.com/riffdb/riffdb/archive"
-	"github.com/riffdb/riffdb/primary"
-)
-
 const (
-	// MaxPrimaryMemTable is the largest memtable a primary store is given.
-	MaxPrimaryMemTable = primary.DefaultMemTableSize
-	// MaxArchiveMemTable is the largest memtable an archive store is given.
-	MaxArchiveMemTable = archive.DefaultMemTableSize
 	// MinMemTable is the smallest memtable any store is given.
 	MinMemTable = 256 << 10
 	// memTablesPerStore is how many memtables of its size a store can hold
@@ -108,20 +101,33 @@ type Split struct {
 	EngineBytes int64
 }
 
+// Sizes are the stores' own sizes that a division respects. The stores
+// define them (primary.DefaultMemTableSize, archive.DefaultMemTableSize,
+// archive.BlockCacheBytes); the server passes them in, so that this package
+// depends on no store.
+type Sizes struct {
+	// MaxPrimaryMemTable and MaxArchiveMemTable are the largest memtables a
+	// primary and an archive store are given (at least MinMemTable).
+	MaxPrimaryMemTable, MaxArchiveMemTable uint64
+	// ArchiveBlockBytes is the blocks the archives' cache holds per archive,
+	// within an eighth of all blocks.
+	ArchiveBlockBytes int64
+}
+
 // Divide splits budget (bytes, > 0) among primaries primary stores and
 // archives archive stores (a database without an outbox has no archive).
-func Divide(budget int64, primaries, archives int) Split {
-	s := Split{Budget: budget, PrimaryMemTable: MaxPrimaryMemTable, ArchiveMemTable: MaxArchiveMemTable}
+func (z Sizes) Divide(budget int64, primaries, archives int) Split {
+	s := Split{Budget: budget, PrimaryMemTable: z.MaxPrimaryMemTable, ArchiveMemTable: z.MaxArchiveMemTable}
 	if units := int64(primaryWeight*primaries + archiveWeight*archives); units > 0 {
 		unit := budget * 3 / 4 / units / memTablesPerStore
-		s.PrimaryMemTable = clamp(unit*primaryWeight, MaxPrimaryMemTable)
-		s.ArchiveMemTable = clamp(unit*archiveWeight, MaxArchiveMemTable)
+		s.PrimaryMemTable = clamp(unit*primaryWeight, z.MaxPrimaryMemTable)
+		s.ArchiveMemTable = clamp(unit*archiveWeight, z.MaxArchiveMemTable)
 	}
 	primaryMemTables := memTablesPerStore * int64(primaries) * int64(s.PrimaryMemTable)
 	archiveMemTables := memTablesPerStore * int64(archives) * int64(s.ArchiveMemTable)
 	s.BlockBytes = max(budget-primaryMemTables-archiveMemTables, budget/4)
 	if archives > 0 {
-		s.ArchiveBlockBytes = min(int64(archives)*archive.BlockCacheBytes, s.BlockBytes/archiveCacheDivisor)
+		s.ArchiveBlockBytes = min(int64(archives)*z.ArchiveBlockBytes, s.BlockBytes/archiveCacheDivisor)
 		s.ArchiveCacheBytes = s.ArchiveBlockBytes + archiveMemTables
 	}
 	s.PrimaryBlockBytes = s.BlockBytes - s.ArchiveBlockBytes

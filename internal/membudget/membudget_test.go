@@ -12,9 +12,17 @@ import (
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/membudget"
 	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/primary"
 )
 
 const mib = 1 << 20
+
+// sizes are the stores' own sizes, as the server passes them.
+var sizes = membudget.Sizes{
+	MaxPrimaryMemTable: primary.DefaultMemTableSize,
+	MaxArchiveMemTable: archive.DefaultMemTableSize,
+	ArchiveBlockBytes:  archive.BlockCacheBytes,
+}
 
 func TestDivideDefaultBudget(t *testing.T) {
 	for _, c := range []struct {
@@ -30,7 +38,7 @@ func TestDivideDefaultBudget(t *testing.T) {
 		// 32 databases: 384 MiB of memtables, blocks their quarter.
 		{32, 3 * mib, mib, 128 * mib},
 	} {
-		s := membudget.Divide(config.DefaultMemoryBudgetBytes, c.dbs, c.dbs)
+		s := sizes.Divide(config.DefaultMemoryBudgetBytes, c.dbs, c.dbs)
 		if s.PrimaryMemTable != c.primary || s.ArchiveMemTable != c.archive || s.BlockBytes != c.blocks {
 			t.Errorf("%d databases: primary %d, archive %d, blocks %d; want %d, %d, %d",
 				c.dbs, s.PrimaryMemTable, s.ArchiveMemTable, s.BlockBytes, c.primary, c.archive, c.blocks)
@@ -49,10 +57,10 @@ func TestDivideBounds(t *testing.T) {
 		var prev membudget.Split
 		for n := 0; n <= config.MaxDatabases; n++ {
 			for _, archives := range []int{0, n} {
-				s := membudget.Divide(b, n, archives)
+				s := sizes.Divide(b, n, archives)
 				for _, m := range []struct {
 					size, max uint64
-				}{{s.PrimaryMemTable, membudget.MaxPrimaryMemTable}, {s.ArchiveMemTable, membudget.MaxArchiveMemTable}} {
+				}{{s.PrimaryMemTable, sizes.MaxPrimaryMemTable}, {s.ArchiveMemTable, sizes.MaxArchiveMemTable}} {
 					if m.size < membudget.MinMemTable || m.size > m.max || m.size%(64<<10) != 0 {
 						t.Fatalf("budget %d, %d+%d stores: memtable %d outside [%d, %d] or not a multiple of 64 KiB", b, n, archives, m.size, membudget.MinMemTable, m.max)
 					}
@@ -79,7 +87,7 @@ func TestDivideBounds(t *testing.T) {
 					t.Fatalf("budget %d, %d+%d stores: the engines may use %d", b, n, archives, s.EngineBytes)
 				}
 			}
-			s := membudget.Divide(b, n, n)
+			s := sizes.Divide(b, n, n)
 			if n > 1 && (s.PrimaryMemTable > prev.PrimaryMemTable || s.ArchiveMemTable > prev.ArchiveMemTable) {
 				t.Fatalf("budget %d: %d databases get larger memtables than %d", b, n, n-1)
 			}
@@ -89,7 +97,7 @@ func TestDivideBounds(t *testing.T) {
 }
 
 func TestDivideWithoutArchivesGivesPrimariesTheShare(t *testing.T) {
-	with, without := membudget.Divide(config.DefaultMemoryBudgetBytes, 32, 32), membudget.Divide(config.DefaultMemoryBudgetBytes, 32, 0)
+	with, without := sizes.Divide(config.DefaultMemoryBudgetBytes, 32, 32), sizes.Divide(config.DefaultMemoryBudgetBytes, 32, 0)
 	if without.PrimaryMemTable <= with.PrimaryMemTable {
 		t.Fatalf("primaries without archives get %d, with archives %d", without.PrimaryMemTable, with.PrimaryMemTable)
 	}
@@ -114,7 +122,7 @@ func TestDivideGivesTheArchivesASmallCache(t *testing.T) {
 		{config.DefaultMemoryBudgetBytes, 32, 16 << 20, 1 << 20, 112 << 20},
 		{64 << 20, 4, 2 << 20, 1 << 20, 14 << 20},
 	} {
-		s := membudget.Divide(c.budget, c.databases, c.databases)
+		s := sizes.Divide(c.budget, c.databases, c.databases)
 		reserved := 3 * int64(c.databases) * int64(c.archiveMemTable)
 		if s.ArchiveBlockBytes != c.archiveBlocks || s.ArchiveMemTable != c.archiveMemTable ||
 			s.ArchiveCacheBytes != c.archiveBlocks+reserved || s.PrimaryBlockBytes < c.primaryBlocksMin {
@@ -126,11 +134,11 @@ func TestDivideGivesTheArchivesASmallCache(t *testing.T) {
 
 func TestDivideKeepsTheArchivesCacheApart(t *testing.T) {
 	for _, n := range []int{1, 4, 16, 32} {
-		s := membudget.Divide(config.DefaultMemoryBudgetBytes, n, n)
-		if want := min(int64(n)*archive.BlockCacheBytes, s.BlockBytes/8); s.ArchiveBlockBytes != want || s.PrimaryBlockBytes+s.ArchiveBlockBytes != s.BlockBytes {
+		s := sizes.Divide(config.DefaultMemoryBudgetBytes, n, n)
+		if want := min(int64(n)*sizes.ArchiveBlockBytes, s.BlockBytes/8); s.ArchiveBlockBytes != want || s.PrimaryBlockBytes+s.ArchiveBlockBytes != s.BlockBytes {
 			t.Errorf("%d databases: primary blocks %d, archive blocks %d, blocks %d", n, s.PrimaryBlockBytes, s.ArchiveBlockBytes, s.BlockBytes)
 		}
-		if without := membudget.Divide(config.DefaultMemoryBudgetBytes, n, 0); without.ArchiveCacheBytes != 0 || without.ArchiveBlockBytes != 0 || without.PrimaryBlockBytes != without.BlockBytes {
+		if without := sizes.Divide(config.DefaultMemoryBudgetBytes, n, 0); without.ArchiveCacheBytes != 0 || without.ArchiveBlockBytes != 0 || without.PrimaryBlockBytes != without.BlockBytes {
 			t.Errorf("%d databases without archives: primary blocks %d, archive cache %d, blocks %d", n, without.PrimaryBlockBytes, without.ArchiveCacheBytes, without.BlockBytes)
 		}
 	}
@@ -145,7 +153,7 @@ func TestDivideKeepsTheArchivesCacheApart(t *testing.T) {
 // blocks are blocks, not room the memtables already took.
 func TestPrimaryCacheHoldsBlocksUnderLoad(t *testing.T) {
 	const databases = 4
-	s := membudget.Divide(config.MinMemoryBudgetBytes, databases, databases)
+	s := sizes.Divide(config.MinMemoryBudgetBytes, databases, databases)
 	c := pebble.NewCache(s.PrimaryCacheBytes)
 	defer c.Unref()
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -352,8 +352,8 @@ func changeOver(samples []Sample, from, to time.Duration, f func(Sample) float64
 
 // busyShare is the share of an interval's time in the archive's WAL syncs
 // from which p99Target counts the interval as one where the disk paced
-// delivery. In the 60-minute soak of 2026-12-03 (docs/benchmarks.md, "The
-// soak"), 155 of the 168 10-s intervals after the warm-up whose archive
+// delivery. In the 60-minute soak of 2026-12-03
+// (docs/benchmarks/2026-12-01-soak.md), 155 of the 168 10-s intervals after the warm-up whose archive
 // syncs took at least half the time had a commit→archived p99 of 200 ms or
 // more, and 13 of the 162 others had.
 const busyShare = 0.5
