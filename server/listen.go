@@ -6,8 +6,6 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/connlimit"
 	"github.com/riffdb/riffdb/internal/ratelog"
 	"github.com/riffdb/riffdb/statsapi"
 )
@@ -71,54 +70,6 @@ func connectionLimits(cfg *config.Config, nofile uint64) (api, metrics int, err 
 			nofile, budget, reserve, len(cfg.Databases), api, metrics, api+metrics)
 	}
 	return api, metrics, nil
-}
-
-// limitListener accepts at most max connections at a time. A connection
-// beyond the cap is accepted and closed at once, so that the client sees a
-// refusal instead of waiting in the kernel's backlog, and its descriptor is
-// freed immediately.
-type limitListener struct {
-	net.Listener
-	name     string
-	max      int64
-	active   atomic.Int64
-	rejected atomic.Int64
-	log      *ratelog.Logger
-}
-
-func newLimitListener(ln net.Listener, name string, max int, log *zap.Logger) *limitListener {
-	return &limitListener{Listener: ln, name: name, max: int64(max),
-		log: ratelog.New(log.With(zap.String("listener", name), zap.Int("limit", max)), nil, "connection limit reached: refusing new connections", ratelog.Options{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.active.Add(1) > l.max {
-			l.active.Add(-1)
-			l.rejected.Add(1)
-			_ = c.Close()
-			l.log.Report("cap", "the listener holds its cap of connections")
-			continue
-		}
-		return &limitedConn{Conn: c, l: l}, nil
-	}
-}
-
-// limitedConn gives its slot back on its first Close.
-type limitedConn struct {
-	net.Conn
-	l    *limitListener
-	once sync.Once
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.l.active.Add(-1) })
-	return err
 }
 
 // connStartKey is the context key under which connContext records when a
@@ -183,28 +134,12 @@ func (w *keepAliveWriter) Write(p []byte) (int, error) {
 // Unwrap gives http.ResponseController the underlying writer.
 func (w *keepAliveWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// errorLogWriter is the http.Server's ErrorLog: TLS handshake failures,
-// accept errors (EMFILE) and malformed requests are logged through zap at
-// warn, rate-limited, instead of unbounded lines on stderr.
-type errorLogWriter struct{ log *ratelog.Logger }
-
-// newErrorLog returns the ErrorLog of the listener name: one class per
-// message shape (ratelog.Class), so a flood of one kind of error does not
-// hide another.
+// newErrorLog returns the http.Server's ErrorLog for the listener name: TLS
+// handshake failures, accept errors (EMFILE) and malformed requests are
+// logged through zap at warn, rate-limited, instead of unbounded lines on
+// stderr.
 func newErrorLog(log *zap.Logger, name string) *stdlog.Logger {
-	return stdlog.New(&errorLogWriter{log: ratelog.New(log.With(zap.String("listener", name)), nil, "http server error", ratelog.Options{})}, "", 0)
-}
-
-func (w *errorLogWriter) Write(p []byte) (int, error) {
-	msg := string(p)
-	if n := len(msg); n > 0 && msg[n-1] == '\n' {
-		msg = msg[:n-1]
-	}
-	if len(msg) > 512 {
-		msg = msg[:512] + "…"
-	}
-	w.log.Report(ratelog.Class(msg), msg)
-	return len(p), nil
+	return ratelog.StdLogger(log.With(zap.String("listener", name)), "http server error")
 }
 
 // registerConnectionMetrics observes each listener's open connections, its
@@ -227,11 +162,11 @@ func (s *Server) registerConnectionMetrics() error {
 		return err
 	}
 	s.connReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for _, l := range []*limitListener{s.apiLimit, s.metricsLimit} {
-			attrs := metric.WithAttributes(attrkey.Listener.String(l.name))
-			o.ObserveInt64(open, l.active.Load(), attrs)
-			o.ObserveInt64(limit, l.max, attrs)
-			o.ObserveInt64(rejected, l.rejected.Load(), attrs)
+		for _, l := range []*connlimit.Listener{s.apiLimit, s.metricsLimit} {
+			attrs := metric.WithAttributes(attrkey.Listener.String(l.Name()))
+			o.ObserveInt64(open, l.Active(), attrs)
+			o.ObserveInt64(limit, l.Max(), attrs)
+			o.ObserveInt64(rejected, l.Rejected(), attrs)
 		}
 		return nil
 	}, open, limit, rejected)

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/connlimit"
 )
 
 // startDev starts the development configuration under a temporary folder,
@@ -104,7 +105,7 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 		t.Fatalf("a connection over the cap was not closed: %v", err)
 	}
 	c.Close()
-	if got := s.apiLimit.rejected.Load(); got < 1 {
+	if got := s.apiLimit.Rejected(); got < 1 {
 		t.Fatalf("rejected = %d", got)
 	}
 	body := scrapeMetrics(t, s)
@@ -140,12 +141,12 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func waitActive(t *testing.T, l *limitListener, n int64) {
+func waitActive(t *testing.T, l *connlimit.Listener, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for l.active.Load() != n {
+	for l.Active() != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s listener: %d active connections, want %d", l.name, l.active.Load(), n)
+			t.Fatalf("%s listener: %d active connections, want %d", l.Name(), l.Active(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}

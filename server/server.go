@@ -22,6 +22,7 @@ import (
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/cmalloc"
+	"github.com/riffdb/riffdb/internal/connlimit"
 	"github.com/riffdb/riffdb/internal/gctune"
 	"github.com/riffdb/riffdb/internal/membudget"
 	"github.com/riffdb/riffdb/internal/pathless"
@@ -53,7 +54,7 @@ type Server struct {
 	dbs   []*database
 
 	apiLn, metricsLn       net.Listener
-	apiLimit, metricsLimit *limitListener // apiLn and metricsLn, capped
+	apiLimit, metricsLimit *connlimit.Listener // apiLn and metricsLn, capped
 	api, metrics           *http.Server
 
 	indexGate <-chan struct{}
@@ -197,8 +198,8 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	if s.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 		return newStartupError(cfg, "server.metrics_listen: cannot listen", err, ErrListen)
 	}
-	s.apiLimit = newLimitListener(s.apiLn, "api", apiMax, s.log)
-	s.metricsLimit = newLimitListener(s.metricsLn, "metrics", metricsMax, s.log)
+	s.apiLimit = connlimit.New(s.apiLn, "api", apiMax, s.log)
+	s.metricsLimit = connlimit.New(s.metricsLn, "metrics", metricsMax, s.log)
 	if err := s.registerConnectionMetrics(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
 	}
@@ -273,8 +274,8 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.serve(s.api, s.apiLimit, "api")
 	go s.serve(s.metrics, s.metricsLimit, "metrics")
 	s.log.Info("riffdb ready", zap.String("listen", s.APIAddr()), zap.String("metrics_listen", s.MetricsAddr()),
-		zap.Bool("tls", tlsOn), zap.Int64("max_connections", s.apiLimit.max),
-		zap.Int64("metrics_max_connections", s.metricsLimit.max),
+		zap.Bool("tls", tlsOn), zap.Int64("max_connections", s.apiLimit.Max()),
+		zap.Int64("metrics_max_connections", s.metricsLimit.Max()),
 		zap.String("mode", s.cfg.Server.Mode), zap.Int("databases", len(s.dbs)))
 	return nil
 }

@@ -17,6 +17,7 @@
 package ratelog
 
 import (
+	stdlog "log"
 	"regexp"
 	"sync"
 	"time"
@@ -186,3 +187,26 @@ func Clean(err error) string {
 
 // CleanText is Clean for a message already formatted (pathless.Text).
 func CleanText(s string) string { return pathless.Text(s) }
+
+// StdLogger returns a standard library logger (an http.Server's ErrorLog)
+// whose lines go to log at warn, rate-limited, with msg as the message and
+// each line, cut to 512 bytes, as its detail: one class per line shape
+// (Class), so that a flood of one kind of error does not hide another.
+func StdLogger(log *zap.Logger, msg string) *stdlog.Logger {
+	return stdlog.New(&stdWriter{log: New(log, nil, msg, Options{})}, "", 0)
+}
+
+// stdWriter is StdLogger's writer.
+type stdWriter struct{ log *Logger }
+
+func (w *stdWriter) Write(p []byte) (int, error) {
+	line := string(p)
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	}
+	if len(line) > 512 {
+		line = line[:512] + "…"
+	}
+	w.log.Report(Class(line), line)
+	return len(p), nil
+}
