@@ -20,6 +20,7 @@ import (
 	"github.com/riffdb/riffdb/internal/goexit"
 	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 )
 
 // Backups and restores (package backup) work on copies of a store through
@@ -173,8 +174,9 @@ func replaceWithCopy(ctx context.Context, name string, limit *pace.Limiter) erro
 }
 
 // copyFile copies src into a new file dst (0600), synced, paced by limit.
+// src must be a regular file; it is opened without blocking.
 func copyFile(ctx context.Context, src, dst string, limit *pace.Limiter) error {
-	in, err := os.Open(src)
+	in, _, err := regularfile.Open(src, regularfile.NoFollow)
 	if err != nil {
 		return err
 	}
