@@ -266,6 +266,8 @@ func TestInvalidInputMessage(t *testing.T) {
 		{`{"input":{"k":"A","n":1.5}}`, `input field "n" must be an integer (no fraction or exponent)`},
 		{`{"input":{"k":"A","zz":1}}`, `input has an unknown field "zz"`},
 		{`{"input":[]}`, `input must be a JSON object`},
+		// An unknown field's name is quoted and cut to 64 bytes.
+		{`{"input":{"k":"A","` + strings.Repeat("z", 200) + `":1}}`, `input has an unknown field "` + strings.Repeat("z", 64) + `"…`},
 	} {
 		got := a.post(t, []byte(tc.body), nil)
 		if got.status != http.StatusBadRequest || got.code != "invalid_input" || got.message != tc.message {
