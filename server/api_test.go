@@ -231,7 +231,7 @@ func TestCommandContentType(t *testing.T) {
 	for i, ct := range []string{
 		"application/json", "APPLICATION/JSON", "Application/Json; charset=UTF-8",
 		"application/json;charset=utf-8", `application/json; charset="utf-8"`, "application/json; foo=bar",
-		"", // absent: accepted (curl -d without -H, many minimal clients)
+		"", // absent: accepted (clients that send no type; curl -d sends a form type, refused below)
 	} {
 		body := fmt.Sprintf(`{"input":{"k":"A"},"idempotency_key":"ct-%d"}`, i)
 		if got := a.post(t, []byte(body), map[string]string{"Content-Type": ct}); got.status != http.StatusOK {
@@ -273,6 +273,35 @@ func TestInvalidInputMessage(t *testing.T) {
 		if got.status != http.StatusBadRequest || got.code != "invalid_input" || got.message != tc.message {
 			t.Errorf("%s: %d %s %q, want 400 invalid_input %q", tc.body, got.status, got.code, got.message, tc.message)
 		}
+	}
+}
+
+// TestEmptyIdempotencyKeyIsRefused: an idempotency_key that is present but
+// empty is a client bug (it would silently mean "no key" and commit twice),
+// so it is refused with 400 invalid_idempotency_key and commits nothing; an
+// absent or null key still means "no key".
+func TestEmptyIdempotencyKeyIsRefused(t *testing.T) {
+	a := newAPIServer(t)
+	for _, body := range []string{
+		`{"input":{"k":"A"},"idempotency_key":""}`,
+		`{"idempotency_key":"","input":{"k":"A"}}`,
+	} {
+		got := a.post(t, []byte(body), nil)
+		if got.status != http.StatusBadRequest || got.code != "invalid_idempotency_key" ||
+			got.message != "idempotency_key is empty: omit it (or send null) for no key, or send a key of 1 to 256 bytes" {
+			t.Fatalf("%s: got %d %s %q, want 400 invalid_idempotency_key", body, got.status, got.code, got.message)
+		}
+	}
+	if n := a.committed(); n != 0 {
+		t.Fatalf("refused requests committed %d commands", n)
+	}
+	for _, body := range []string{`{"input":{"k":"A"}}`, `{"input":{"k":"A"},"idempotency_key":null}`} {
+		if got := a.post(t, []byte(body), nil); got.status != http.StatusOK || !strings.Contains(got.body, `"replayed":false`) {
+			t.Fatalf("%s: %d %s", body, got.status, got.body)
+		}
+	}
+	if n := a.committed(); n != 2 {
+		t.Fatalf("%d commits without a key, want 2", n)
 	}
 }
 
