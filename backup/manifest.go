@@ -21,6 +21,7 @@ import (
 	"github.com/riffdb/riffdb/internal/dirsync"
 	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/strictjson"
 )
 
 // Manifest is manifest.json in a backup directory (format 1). Moved-aside
@@ -79,7 +80,9 @@ func checkName(name string) error {
 	return nil
 }
 
-// readManifest reads and checks the manifest of the entry dir. The manifest
+// readManifest reads and checks the manifest of the entry dir: strict JSON
+// (internal/strictjson: no repeated key, exact UTF-8, one value) with no
+// unknown field, then its fields (Manifest.check). The manifest
 // must be a regular file (not a symbolic link): it is opened without
 // blocking, so a FIFO is refused as damage instead of holding the caller.
 func readManifest(dir string) (Manifest, error) {
@@ -89,6 +92,12 @@ func readManifest(dir string) (Manifest, error) {
 	}
 	if err != nil {
 		return Manifest{}, fmt.Errorf("%w: its manifest cannot be read: %w", ErrBackupDamaged, err)
+	}
+	// encoding/json keeps the last of two equal keys and takes invalid
+	// UTF-8 as U+FFFD: strictjson refuses both, so the manifest read is the
+	// one written.
+	if err := strictjson.Validate(b); err != nil {
+		return Manifest{}, fmt.Errorf("%w: its manifest is not valid: %w", ErrBackupDamaged, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
