@@ -325,6 +325,26 @@ func (c Cursor) MarshalText() ([]byte, error) {
 	return out, nil
 }
 
+// decodeCursorText decodes the text of a cursor (a page cursor or a step
+// cursor): unpadded base64url as MarshalText writes it, and nothing else.
+// encoding/base64 skips CR and LF anywhere in its input and, unless
+// strict, ignores the unused low bits of the last character, so several
+// texts would decode to one cursor; every byte outside the alphabet is
+// refused first, and the decoding is strict.
+func decodeCursorText(text []byte) ([]byte, bool) {
+	for _, c := range text {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return nil, false
+		}
+	}
+	b := make([]byte, base64.RawURLEncoding.DecodedLen(len(text)))
+	n, err := base64.RawURLEncoding.Strict().Decode(b, text)
+	if err != nil {
+		return nil, false
+	}
+	return b[:n], true
+}
+
 // UnmarshalText decodes and validates a cursor's text form. Empty text is the
 // start cursor. Anything that is not a cursor produced by MarshalText is
 // ErrInvalidCursor.
@@ -333,12 +353,11 @@ func (c *Cursor) UnmarshalText(text []byte) error {
 		*c = nil
 		return nil
 	}
-	b := make([]byte, base64.RawURLEncoding.DecodedLen(len(text)))
-	n, err := base64.RawURLEncoding.Decode(b, text)
-	if err != nil {
+	b, ok := decodeCursorText(text)
+	if !ok {
 		return fmt.Errorf("%w: the cursor is not base64url text", ErrInvalidCursor)
 	}
-	cur := Cursor(b[:n])
+	cur := Cursor(b)
 	if _, _, _, err := cur.decode(); err != nil {
 		return err
 	}

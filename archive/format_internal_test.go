@@ -105,6 +105,9 @@ func FuzzCursor(f *testing.F) {
 			t.Fatalf("cursor accepted by another archive: %v", err)
 		}
 		out, _ := newCursor(id, key).MarshalText()
+		if !bytes.Equal(out, text) {
+			t.Fatal("the cursor's text does not round-trip")
+		}
 		var back Cursor
 		if err := back.UnmarshalText(out); err != nil || !bytes.Equal(back, c) {
 			t.Fatal("cursor does not round-trip")

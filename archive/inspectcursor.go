@@ -74,8 +74,8 @@ func errDamagedStepCursor() error {
 // decodeStepState decodes and checks a step cursor's text; every defect
 // is ErrInvalidCursor.
 func decodeStepState(text string) (*stepState, error) {
-	b, err := base64.RawURLEncoding.DecodeString(text)
-	if err != nil {
+	b, ok := decodeCursorText([]byte(text))
+	if !ok {
 		return nil, fmt.Errorf("%w: the cursor is not base64url text", ErrInvalidCursor)
 	}
 	if len(b) < 2 || b[0] != stepCursorTag {
@@ -97,6 +97,7 @@ func decodeStepState(text string) (*stepState, error) {
 		return nil, errDamagedStepCursor()
 	}
 	s.count = p[0] == 1
+	var err error
 	if s.last, err = event.DecodeKey(p[1 : 1+event.KeyLen]); err != nil {
 		return nil, errDamagedStepCursor()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -186,7 +187,8 @@ func reserve(root, base string) (name, partial string, err error) {
 
 // removePartials removes the partial copies that earlier backups of
 // database id left when they crashed: entries named *.partial whose marker
-// names id. Anything else is left alone.
+// names id. Anything else is left alone, a marker that is not a regular
+// file of at most maxMarker bytes included (it is opened without blocking).
 func removePartials(root string, id event.DatabaseID, log *zap.Logger) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -197,7 +199,7 @@ func removePartials(root string, id event.DatabaseID, log *zap.Logger) {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())
-		b, err := os.ReadFile(filepath.Join(dir, partialMarker))
+		b, _, err := regularfile.Read(filepath.Join(dir, partialMarker), maxMarker, regularfile.NoFollow)
 		if err != nil || strings.TrimSpace(string(b)) != id.String() {
 			continue
 		}

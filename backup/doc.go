@@ -43,8 +43,9 @@
 // The incarnation tells the two histories apart: a restore stamps
 // new = max(the backup's incarnation, the replaced data's, every
 // incarnation recorded under backup_root for the database (backups and
-// moved-aside data), the highest incarnation the archive holds records of)
-// + 1. Every event delivered afterwards, the restored backlog included, is
+// moved-aside data) by an entry that verifies, the highest incarnation the
+// archive holds records of) + 1; when that maximum is 2⁶⁴ − 1 the restore
+// is refused (ErrIncarnationExhausted) rather than wrap. Every event delivered afterwards, the restored backlog included, is
 // archived under the new incarnation; the records of earlier incarnations
 // stay, as evidence of the history that was replaced. Ordinary startup never
 // changes the incarnation. Gaps are harmless: a restore interrupted after

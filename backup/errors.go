@@ -32,6 +32,11 @@ var (
 	// cannot be read, so the identity check or the incarnation formula
 	// cannot be completed.
 	ErrUnknownState = errors.New("backup: the state to restore over cannot be read")
+	// ErrIncarnationExhausted: the highest history incarnation the restore
+	// formula found (a verified backup's, the replaced data's, the
+	// archive's) is 2⁶⁴ − 1, so no new incarnation is above it. Nothing is
+	// changed; remove or move away what holds that incarnation.
+	ErrIncarnationExhausted = errors.New("backup: no history incarnation is left above the highest recorded one")
 	// ErrInsufficientSpace: Create refused a backup that would leave less
 	// than Options.ReserveBytes free on backup_root's filesystem, either
 	// before it started (estimated from the live store's size) or after

@@ -20,7 +20,8 @@ import (
 	"github.com/riffdb/riffdb/internal/dirlock"
 	"github.com/riffdb/riffdb/internal/dirsync"
 	"github.com/riffdb/riffdb/internal/pace"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/strictjson"
 )
 
 // Manifest is manifest.json in a backup directory (format 1). Moved-aside
@@ -61,6 +62,9 @@ const (
 	replacedPrefix = "replaced-"
 	// maxManifest bounds what a manifest read takes.
 	maxManifest = 64 << 20
+	// maxMarker bounds what a partial marker read takes (it holds a
+	// database identity).
+	maxMarker = 4096
 	// nameTime is the time part of entry names: UTC, sortable.
 	nameTime = "20060102T150405.000000Z"
 )
@@ -76,19 +80,24 @@ func checkName(name string) error {
 	return nil
 }
 
-// readManifest reads and checks the manifest of the entry dir.
+// readManifest reads and checks the manifest of the entry dir: strict JSON
+// (internal/strictjson: no repeated key, exact UTF-8, one value) with no
+// unknown field, then its fields (Manifest.check). The manifest
+// must be a regular file (not a symbolic link): it is opened without
+// blocking, so a FIFO is refused as damage instead of holding the caller.
 func readManifest(dir string) (Manifest, error) {
-	f, err := os.Open(filepath.Join(dir, manifestName))
-	if err != nil {
-		return Manifest{}, fmt.Errorf("%w: its manifest cannot be read: %w", ErrBackupDamaged, pathless.Error(err))
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
-	if err != nil {
-		return Manifest{}, fmt.Errorf("%w: its manifest cannot be read: %w", ErrBackupDamaged, pathless.Error(err))
-	}
-	if len(b) > maxManifest {
+	b, _, err := regularfile.Read(filepath.Join(dir, manifestName), maxManifest, regularfile.NoFollow)
+	if errors.Is(err, regularfile.ErrTooLarge) {
 		return Manifest{}, fmt.Errorf("%w: its manifest is too large", ErrBackupDamaged)
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%w: its manifest cannot be read: %w", ErrBackupDamaged, err)
+	}
+	// encoding/json keeps the last of two equal keys and takes invalid
+	// UTF-8 as U+FFFD: strictjson refuses both, so the manifest read is the
+	// one written.
+	if err := strictjson.Validate(b); err != nil {
+		return Manifest{}, fmt.Errorf("%w: its manifest is not valid: %w", ErrBackupDamaged, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -190,7 +199,8 @@ func hashDir(ctx context.Context, dir string, strict bool, limit *pace.Limiter) 
 // hashFile returns the size and SHA-256 of the file name. A lock file this
 // process holds (the LOCK of the database a restore replaces) is read
 // through the descriptor that holds it: opening and closing it again would
-// drop a record lock (internal/dirlock).
+// drop a record lock (internal/dirlock). Anything else must be a regular
+// file, opened without blocking.
 func hashFile(ctx context.Context, name string, limit *pace.Limiter) (File, error) {
 	var r io.Reader
 	if held, ok, err := dirlock.ReadHeld(name); err != nil {
@@ -198,7 +208,7 @@ func hashFile(ctx context.Context, name string, limit *pace.Limiter) (File, erro
 	} else if ok {
 		r = held
 	} else {
-		f, err := os.Open(name)
+		f, _, err := regularfile.Open(name, regularfile.NoFollow)
 		if err != nil {
 			return File{}, err
 		}

@@ -78,8 +78,8 @@ const stagingInfix = ".restore-"
 // Restore (offline) replaces the database at req.DatabasePath with the
 // entry req.Name under req.BackupRoot and stamps it with a new history
 // incarnation: max(the backup's, the replaced data's, every incarnation
-// recorded for the database under backup_root, the archive's highest for
-// it) + 1. The replaced data is moved aside under backup_root
+// recorded for the database under backup_root by an entry that verifies,
+// the archive's highest for it) + 1. The replaced data is moved aside under backup_root
 // (replaced-<time>-inc<N>, with a manifest), never deleted.
 //
 // Before it changes anything it takes the database directory's lock (the
@@ -90,7 +90,8 @@ const stagingInfix = ".restore-"
 // binding), reads every incarnation of the formula, and checks that the
 // moves it will make stay on one filesystem. Refusals: ErrNoRoot,
 // ErrRootUnusable, ErrInvalidName, ErrBackupNotFound, ErrDatabaseBusy,
-// ErrBackupDamaged, ErrIdentityMismatch, ErrCrossDevice, ErrUnknownState.
+// ErrBackupDamaged, ErrIdentityMismatch, ErrCrossDevice, ErrUnknownState,
+// ErrIncarnationExhausted.
 // A refused restore changes nothing in the database directory or under
 // backup_root (the database directory gets a LOCK file if it had none).
 //

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -273,7 +274,7 @@ func (r *restore) moveAside(dir, aside string) error {
 // bytes it copies against f (the backup could change between the
 // verification and the copy).
 func copyVerified(src, dst string, f File) error {
-	in, err := os.Open(src)
+	in, _, err := regularfile.Open(src, regularfile.NoFollow)
 	if err != nil {
 		return fmt.Errorf("%w: its file %s cannot be read: %w", ErrBackupDamaged, f.Name, pathless.Error(err))
 	}

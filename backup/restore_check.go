@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,7 @@ func (r *restore) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rootMax, err := maxRecorded(r.root, r.id)
+	rootMax, err := maxRecorded(ctx, r.root, r.id, r.log)
 	if err != nil {
 		return err
 	}
@@ -62,6 +63,10 @@ func (r *restore) check(ctx context.Context) error {
 		if l.info != nil && l.info.ID == r.id {
 			r.newInc = max(r.newInc, l.info.Incarnation)
 		}
+	}
+	if r.newInc == math.MaxUint64 {
+		return fmt.Errorf("%w: the highest is %d (the backup's %d, the replaced data's %d, the archive's %d, backup_root's %d)",
+			ErrIncarnationExhausted, r.newInc, r.m.HistoryIncarnation, r.old.Incarnation, archMax, rootMax)
 	}
 	r.newInc++
 	r.log.Info("restore verified", zap.String("backup", req.Name), zap.String("database_id", r.id.String()),
@@ -267,10 +272,12 @@ func (r *restore) archiveMax(ctx context.Context) (uint64, error) {
 	return highest, nil
 }
 
-// maxRecorded returns the highest incarnation that a manifest under root
-// (backups, moved-aside data, partial entries) records for database id.
-// Unreadable manifests are skipped.
-func maxRecorded(root string, id event.DatabaseID) (uint64, error) {
+// maxRecorded returns the highest incarnation that an entry under root
+// (backups, moved-aside data, partial entries) records for database id and
+// that verifies (recordedIncarnation says how, and why that strength). An
+// entry that does not verify is logged and left out: it cannot raise the
+// incarnation.
+func maxRecorded(ctx context.Context, root string, id event.DatabaseID, log *zap.Logger) (uint64, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return 0, fmt.Errorf("backup: read backup_root: %w", pathless.Error(err))
@@ -280,9 +287,19 @@ func maxRecorded(root string, id event.DatabaseID) (uint64, error) {
 		if !e.IsDir() {
 			continue
 		}
-		m, err := readManifest(filepath.Join(root, e.Name()))
-		if err == nil && m.DatabaseID == id.String() {
-			highest = max(highest, m.HistoryIncarnation)
+		if err := context.Cause(ctx); err != nil {
+			return 0, err
+		}
+		inc, err := recordedIncarnation(ctx, filepath.Join(root, e.Name()), id)
+		switch {
+		case err == nil:
+			highest = max(highest, inc)
+		case errors.Is(err, errNotRecorded):
+		case errors.Is(err, ErrDatabaseBusy):
+			return 0, err
+		default:
+			log.Warn("an entry under backup_root does not verify; its incarnation is not counted",
+				zap.String("entry", e.Name()), zap.Error(err))
 		}
 	}
 	return highest, nil

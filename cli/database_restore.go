@@ -125,6 +125,9 @@ func restoreError(dc *config.Database, err error) *Error {
 	case errors.Is(err, backup.ErrUnknownState):
 		return Local("restore_state_unreadable", "the data the restore would replace, or the archive, exists but cannot be read, "+
 			"so the backup's identity or the new history incarnation cannot be checked (%s); nothing was changed", detail)
+	case errors.Is(err, backup.ErrIncarnationExhausted):
+		return Local("incarnation_exhausted", "no new history incarnation is left: the highest recorded one is the largest possible (%s); "+
+			"nothing was changed: move away the backup_root entry (or archive) that holds it", detail)
 	case errors.Is(err, backup.ErrNoRoot):
 		return Local("backup_root_not_configured", "the database has no backup_root in the configuration")
 	}
@@ -136,7 +139,8 @@ func restoreError(dc *config.Database, err error) *Error {
 // by its role.
 func restoreDetail(dc *config.Database, err error) string {
 	msg := err.Error()
-	for _, sentinel := range []error{backup.ErrIdentityMismatch, backup.ErrBackupDamaged, backup.ErrRootUnusable, backup.ErrUnknownState} {
+	for _, sentinel := range []error{backup.ErrIdentityMismatch, backup.ErrBackupDamaged, backup.ErrRootUnusable, backup.ErrUnknownState,
+		backup.ErrIncarnationExhausted} {
 		if i := strings.Index(msg, sentinel.Error()+": "); i >= 0 && errors.Is(err, sentinel) {
 			msg = msg[i+len(sentinel.Error())+2:]
 			break

@@ -1,12 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"io"
-	"os"
 	"strings"
-	"syscall"
 
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 )
 
 // maxTokenFileSize bounds what readTokenFile reads: a token is 50 bytes,
@@ -35,18 +35,14 @@ func bearerToken(path string) (string, error) {
 // line; surrounding white space, such as the final newline, is dropped.
 // Errors never contain the path or the file's content.
 func readTokenFile(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return "", Local("token_unreadable", "cannot read the --token-file: %v", pathless.Error(err))
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", Local("token_unreadable", "cannot read the --token-file: %v", pathless.Error(err))
-	}
-	if !st.Mode().IsRegular() {
+	f, st, err := regularfile.Open(path, regularfile.Follow)
+	if errors.Is(err, regularfile.ErrNotRegular) {
 		return "", Local("token_unreadable", "cannot read the --token-file: not a regular file")
 	}
+	if err != nil {
+		return "", Local("token_unreadable", "cannot read the --token-file: %v", err)
+	}
+	defer f.Close()
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return "", Local("token_file_unprotected",
 			"the --token-file is accessible to group or others (mode %04o): anyone who reads it holds the token; "+

@@ -4,14 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 )
 
 // Defaults applied when neither the command line, the environment nor the
@@ -215,24 +213,14 @@ const (
 // an error wrapping ErrUnreadable and ErrNotRegular. The file is opened
 // without blocking and examined before anything is read from it.
 func Load(path string, env func(string) string, o Overrides) (*Config, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, unreadable(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, unreadable(err)
-	}
-	if !st.Mode().IsRegular() {
+	data, _, err := regularfile.Read(path, maxFileSize, regularfile.Follow)
+	switch {
+	case errors.Is(err, regularfile.ErrNotRegular):
 		return nil, unreadable(ErrNotRegular)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, unreadable(err)
-	}
-	if len(data) > maxFileSize {
+	case errors.Is(err, regularfile.ErrTooLarge):
 		return nil, invalidf("the configuration file is larger than %d bytes", maxFileSize)
+	case err != nil:
+		return nil, unreadable(err)
 	}
 	return Parse(data, env, o)
 }

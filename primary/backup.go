@@ -19,6 +19,7 @@ import (
 	"github.com/riffdb/riffdb/internal/goexit"
 	"github.com/riffdb/riffdb/internal/pace"
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 )
 
 // Backups and restores (package backup) work on copies of a store through
@@ -172,8 +173,9 @@ func replaceWithCopy(ctx context.Context, name string, limit *pace.Limiter) erro
 }
 
 // copyFile copies src into a new file dst (0600), synced, paced by limit.
+// src must be a regular file; it is opened without blocking.
 func copyFile(ctx context.Context, src, dst string, limit *pace.Limiter) error {
-	in, err := os.Open(src)
+	in, _, err := regularfile.Open(src, regularfile.NoFollow)
 	if err != nil {
 		return err
 	}
@@ -241,7 +243,8 @@ func ReadStoreInfo(ctx context.Context, dir string, lock *pebble.Lock) (StoreInf
 // clean close left (the floor that Open checks). Open then opens the copy
 // as the database it is, with Incarnation() == incarnation and a delivery
 // count that starts afresh. Running it again with the same incarnation is
-// harmless. It returns the stamped store's information.
+// harmless. Every file of the stamped store is 0600 and dir is 0700,
+// whatever the process's umask. It returns the stamped store's information.
 func Stamp(ctx context.Context, dir string, lock *pebble.Lock, incarnation uint64) (StoreInfo, error) {
 	if err := context.Cause(ctx); err != nil {
 		return StoreInfo{}, err
@@ -268,7 +271,34 @@ func Stamp(ctx context.Context, dir string, lock *pebble.Lock, incarnation uint6
 	if err := writeFloor(vfs.Default, dir, f); err != nil {
 		return StoreInfo{}, fmt.Errorf("primary: write the creation marker: %w", pathless.Error(err))
 	}
+	if err := makePrivate(dir); err != nil {
+		return StoreInfo{}, fmt.Errorf("primary: make the stamped store private: %w", pathless.Error(err))
+	}
 	return info, nil
+}
+
+// makePrivate sets every regular file of dir to 0600 and dir to 0700, and
+// syncs dir. The storage engine creates its files (OPTIONS, MANIFEST, WAL,
+// tables) with the process's umask: a server runs with 077, but a restore
+// run from a shell (umask 022) would otherwise leave files others can
+// read.
+func makePrivate(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Chmod(filepath.Join(dir, e.Name()), 0o600); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	return dirsync.Sync(vfs.Default, dir)
 }
 
 // withStore opens the store in dir (it must exist: ErrorIfNotExists) with

@@ -111,6 +111,8 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures 
 		var ie *contract.InputError
 		if errors.As(err, &ie) {
 			statsapi.WriteError(w, http.StatusBadRequest, "invalid_input", ie.Detail())
+		} else if errors.Is(err, errEmptyIdempotencyKey) {
+			statsapi.WriteError(w, http.StatusBadRequest, "invalid_idempotency_key", err.Error())
 		} else {
 			statsapi.WriteError(w, http.StatusBadRequest, "malformed_request", err.Error())
 		}

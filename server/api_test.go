@@ -231,7 +231,7 @@ func TestCommandContentType(t *testing.T) {
 	for i, ct := range []string{
 		"application/json", "APPLICATION/JSON", "Application/Json; charset=UTF-8",
 		"application/json;charset=utf-8", `application/json; charset="utf-8"`, "application/json; foo=bar",
-		"", // absent: accepted (curl -d without -H, many minimal clients)
+		"", // absent: accepted (clients that send no type; curl -d sends a form type, refused below)
 	} {
 		body := fmt.Sprintf(`{"input":{"k":"A"},"idempotency_key":"ct-%d"}`, i)
 		if got := a.post(t, []byte(body), map[string]string{"Content-Type": ct}); got.status != http.StatusOK {
@@ -266,11 +266,42 @@ func TestInvalidInputMessage(t *testing.T) {
 		{`{"input":{"k":"A","n":1.5}}`, `input field "n" must be an integer (no fraction or exponent)`},
 		{`{"input":{"k":"A","zz":1}}`, `input has an unknown field "zz"`},
 		{`{"input":[]}`, `input must be a JSON object`},
+		// An unknown field's name is quoted and cut to 64 bytes.
+		{`{"input":{"k":"A","` + strings.Repeat("z", 200) + `":1}}`, `input has an unknown field "` + strings.Repeat("z", 64) + `"…`},
 	} {
 		got := a.post(t, []byte(tc.body), nil)
 		if got.status != http.StatusBadRequest || got.code != "invalid_input" || got.message != tc.message {
 			t.Errorf("%s: %d %s %q, want 400 invalid_input %q", tc.body, got.status, got.code, got.message, tc.message)
 		}
+	}
+}
+
+// TestEmptyIdempotencyKeyIsRefused: an idempotency_key that is present but
+// empty is a client bug (it would silently mean "no key" and commit twice),
+// so it is refused with 400 invalid_idempotency_key and commits nothing; an
+// absent or null key still means "no key".
+func TestEmptyIdempotencyKeyIsRefused(t *testing.T) {
+	a := newAPIServer(t)
+	for _, body := range []string{
+		`{"input":{"k":"A"},"idempotency_key":""}`,
+		`{"idempotency_key":"","input":{"k":"A"}}`,
+	} {
+		got := a.post(t, []byte(body), nil)
+		if got.status != http.StatusBadRequest || got.code != "invalid_idempotency_key" ||
+			got.message != "idempotency_key is empty: omit it (or send null) for no key, or send a key of 1 to 256 bytes" {
+			t.Fatalf("%s: got %d %s %q, want 400 invalid_idempotency_key", body, got.status, got.code, got.message)
+		}
+	}
+	if n := a.committed(); n != 0 {
+		t.Fatalf("refused requests committed %d commands", n)
+	}
+	for _, body := range []string{`{"input":{"k":"A"}}`, `{"input":{"k":"A"},"idempotency_key":null}`} {
+		if got := a.post(t, []byte(body), nil); got.status != http.StatusOK || !strings.Contains(got.body, `"replayed":false`) {
+			t.Fatalf("%s: %d %s", body, got.status, got.body)
+		}
+	}
+	if n := a.committed(); n != 2 {
+		t.Fatalf("%d commits without a key, want 2", n)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -16,6 +15,7 @@ import (
 	"github.com/riffdb/riffdb/delivery"
 	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/internal/cmalloc"
+	"github.com/riffdb/riffdb/internal/regularfile"
 	"github.com/riffdb/riffdb/internal/stall"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
@@ -40,8 +40,17 @@ type database struct {
 	monitor *archive.Monitor
 }
 
+// maxContractBytes bounds what is read of a contract file, like the
+// configuration file's bound.
+const maxContractBytes = 4 << 20
+
+// openDatabase compiles the contract of dc and opens its primary store and,
+// with an outbox, its archive and worker. The contract file must be a
+// regular file (a symbolic link to one is followed) of at most
+// maxContractBytes; it is opened without blocking, so a FIFO is refused
+// (ErrContract), not waited on.
 func (s *Server) openDatabase(ctx context.Context, dc config.Database) (*database, *StartupError) {
-	data, err := os.ReadFile(dc.Contract)
+	data, _, err := regularfile.Read(dc.Contract, maxContractBytes, regularfile.Follow)
 	if err != nil {
 		return nil, newStartupError(s.cfg, fmt.Sprintf("database %q: the contract file cannot be read", dc.Alias), err, ErrContract)
 	}

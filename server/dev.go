@@ -11,6 +11,7 @@ import (
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 )
 
 // DevContract is the sample contract of the embedded default configuration.
@@ -21,8 +22,10 @@ var DevContract []byte
 // DevSetup prepares the embedded default configuration under root (made
 // absolute): a private data folder, the sample contract, the outbox directory
 // and the backup root (0700, precreated as the spec requires), and a
-// development token with every permission, created once and kept in root/dev-token (0600). It returns the
-// parsed configuration and the token.
+// development token with every permission, created once and kept in
+// root/dev-token (0600). It returns the parsed configuration and the token.
+// A dev-token that is not a regular file of at most maxDevTokenBytes (a
+// FIFO, a symbolic link) is refused, not waited on.
 func DevSetup(root string, env func(string) string, o config.Overrides) (*config.Config, string, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -58,8 +61,12 @@ func DevSetup(root string, env func(string) string, o config.Overrides) (*config
 		}
 	}
 	tokenPath := filepath.Join(root, "dev-token")
-	if b, err := os.ReadFile(tokenPath); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+	b, _, err := regularfile.Read(tokenPath, maxDevTokenBytes, regularfile.NoFollow)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		return cfg, strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", fmt.Errorf("server: the dev token file cannot be read (remove it to make a new token): %w", err)
 	}
 	creds, err := capability.Open(cfg.Server.CredentialPath)
 	if err != nil {
@@ -69,10 +76,28 @@ func DevSetup(root string, env func(string) string, o config.Overrides) (*config
 	if err != nil {
 		return nil, "", err
 	}
-	if err := os.WriteFile(tokenPath, []byte(token+"\n"), 0o600); err != nil {
-		return nil, "", err
+	if err := writeDevToken(tokenPath, token); err != nil {
+		return nil, "", fmt.Errorf("server: write the dev token file: %w", pathless.Error(err))
 	}
 	return cfg, token, nil
+}
+
+// maxDevTokenBytes bounds what is read of the dev token file.
+const maxDevTokenBytes = 4096
+
+// writeDevToken writes token to a new file (0600) at name; an empty
+// dev-token file is replaced. It never opens anything that exists but a
+// regular file, so it cannot block on a FIFO.
+func writeDevToken(name, token string) error {
+	if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(token + "\n")
+	return errors.Join(err, f.Close())
 }
 
 // outboxDirectory returns d's outbox directory, or "" without an outbox.

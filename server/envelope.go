@@ -18,10 +18,17 @@ const (
 	msgNeedsInput    = `the body needs an "input" object`
 )
 
+// errEmptyIdempotencyKey is parseCommandRequest's refusal of an
+// idempotency_key that is present but empty (HTTP 400
+// invalid_idempotency_key). Taken as "no key", a client that meant to send
+// a key but sent "" would commit its retries twice.
+var errEmptyIdempotencyKey = errors.New("idempotency_key is empty: omit it (or send null) for no key, or send a key of 1 to 256 bytes")
+
 // parseCommandRequest reads a command request body under strictjson's
 // rules, the same ones the contract reads the input with: one JSON object
 // and nothing after it; exactly the members "input" (required, not null)
-// and "idempotency_key" (a string; null or absent means none), byte for
+// and "idempotency_key" (a non-empty string; null or absent means none, ""
+// is refused with errEmptyIdempotencyKey), byte for
 // byte in that case (encoding/json would match "INPUT" too), each at most
 // once (encoding/json keeps the last of two); every string, key and value,
 // at every depth, valid UTF-8 without an unpaired surrogate escape. So the
@@ -49,6 +56,9 @@ func parseCommandRequest(body []byte) (CommandRequest, error) {
 			k, err := strictjson.Unquote(value)
 			if err != nil {
 				return err
+			}
+			if k == "" {
+				return errEmptyIdempotencyKey
 			}
 			req.IdempotencyKey = k
 		default:
@@ -100,9 +110,12 @@ func validEnvelopeKey(k string) bool { return k == "input" || k == "idempotency_
 // type application/json in any case, with any parameters, but a charset
 // only when it is UTF-8 (RFC 8259 JSON is UTF-8; anything else would be
 // read as UTF-8 all the same and refused or, worse, misread). An absent
-// Content-Type is accepted: minimal clients (curl -d without -H) omit it
-// and the body is read as JSON either way; a client that names another
-// type is refused with 415 and the message returned.
+// Content-Type is accepted: a client that sends none (Go's http.Post with an
+// empty type, curl --data-binary with -H 'Content-Type:') leaves nothing to
+// misread, and the body is read as JSON either way. A client that names
+// another type is refused with 415 and the message returned; that includes
+// curl -d without -H, which sends application/x-www-form-urlencoded, so the
+// README's curl examples pass -H 'Content-Type: application/json'.
 func checkContentType(ct string) (string, bool) {
 	if ct == "" {
 		return "", true

@@ -5,10 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/regularfile"
 )
 
 // ErrTLS classes a StartupError whose TLS certificate or key
@@ -44,30 +42,22 @@ func loadTLS(certPath, keyPath string) (*tls.Config, error) {
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}, nil
 }
 
-// readPEM reads a regular file of at most maxPEMBytes; with private set it
-// refuses a file that its group or others may access.
+// readPEM reads a regular file of at most maxPEMBytes (a symbolic link to
+// one is followed; it is opened without blocking, so a FIFO is refused, not
+// waited on); with private set it refuses a file that its group or others
+// may access.
 func readPEM(option, path string, private bool) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot be opened: %w", option, pathless.Error(err))
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot be read: %w", option, pathless.Error(err))
-	}
-	if !fi.Mode().IsRegular() {
+	data, fi, err := regularfile.Read(path, maxPEMBytes, regularfile.Follow)
+	switch {
+	case errors.Is(err, regularfile.ErrNotRegular):
 		return nil, fmt.Errorf("%s: not a regular file", option)
+	case errors.Is(err, regularfile.ErrTooLarge):
+		return nil, fmt.Errorf("%s: larger than %d bytes", option, maxPEMBytes)
+	case err != nil:
+		return nil, fmt.Errorf("%s: cannot be opened: %w", option, err)
 	}
 	if private && fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s: the private key may be read by its group or others (mode %#o): make it private (chmod 600)", option, fi.Mode().Perm())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxPEMBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot be read: %w", option, pathless.Error(err))
-	}
-	if len(data) > maxPEMBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", option, maxPEMBytes)
 	}
 	return data, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -237,12 +238,21 @@ func validEventType(s string) bool {
 	return true
 }
 
-// quoteName quotes a user-supplied name for an error message, truncating
-// long ones so a message stays readable.
+// maxQuotedName is how many bytes of a user-supplied name an error message
+// quotes (SECURITY.md: an unknown field's name is cut to 64 bytes).
+const maxQuotedName = 64
+
+// quoteName quotes a user-supplied name for an error message, cutting a
+// longer one to maxQuotedName bytes (at a character boundary, so no
+// character is split into escapes) followed by "…", so a message stays
+// small and readable.
 func quoteName(s string) string {
-	const max = 80
-	if len(s) > max {
-		return fmt.Sprintf("%q…", s[:max])
+	if len(s) <= maxQuotedName {
+		return fmt.Sprintf("%q", s)
 	}
-	return fmt.Sprintf("%q", s)
+	n := maxQuotedName
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%q…", s[:n])
 }
