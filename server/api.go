@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/internal/ratelog"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
@@ -73,7 +74,7 @@ type CommandResponse struct {
 	Replayed       bool     `json:"replayed"`
 }
 
-func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures *statsapi.FailureLog) {
+func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures *ratelog.Logger) {
 	alias, command := r.PathValue("alias"), r.PathValue("command")
 	c, ok := statsapi.Authenticate(w, r, s.creds, failures)
 	if !ok {

@@ -21,6 +21,7 @@ import (
 	"github.com/riffdb/riffdb/backup"
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/ratelog"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/statsapi"
 	"github.com/riffdb/riffdb/telemetry"
@@ -93,7 +94,7 @@ func backupInfo(m backup.Manifest) BackupInfo {
 // 409, 429) does not.
 type backupAPI struct {
 	s        *Server
-	failures *statsapi.FailureLog
+	failures *ratelog.Logger
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
 	// create is backup.Create; tests replace it to hold a backup running.
@@ -108,7 +109,7 @@ type backupAPI struct {
 
 // newBackupAPI returns the backup handlers. Without its histogram (the
 // meter refused it) backups still run, unmeasured.
-func newBackupAPI(s *Server, failures *statsapi.FailureLog) *backupAPI {
+func newBackupAPI(s *Server, failures *ratelog.Logger) *backupAPI {
 	m := s.tel.MeterProvider.Meter(backupScope)
 	d, err := m.Float64Histogram("riffdb.backup.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of an online backup taken through the API, by result (ok, root_unusable, insufficient_space, canceled, failed)."))

@@ -43,7 +43,7 @@ func (b brokenAuth) Authenticate(string) (capability.Capability, error) {
 	return capability.Capability{}, b.err
 }
 
-const storeFailure = "credential store cannot be read"
+const storeFailure = statsapi.StoreFailureMessage
 
 // TestFailureLogRateLimits: the first failure is logged at once, further
 // ones within the interval are counted, and the next line says how many
@@ -54,16 +54,16 @@ func TestFailureLogRateLimits(t *testing.T) {
 	fl := statsapi.NewFailureLog(zap.New(core), clk, time.Minute)
 	err := fmt.Errorf("capability: reading the store file: %w", &fs.PathError{Op: "open", Path: "/srv/secret-dir/capabilities.json", Err: fs.ErrPermission})
 	for range 100 {
-		fl.Record(err)
+		fl.Error(err)
 	}
 	clk.advance(59 * time.Second)
-	fl.Record(err)
-	if n := logs.FilterMessageSnippet(storeFailure).Len(); n != 1 {
+	fl.Error(err)
+	if n := logs.FilterMessage(storeFailure).Len(); n != 1 {
 		t.Fatalf("%d lines within the interval, want 1", n)
 	}
 	clk.advance(time.Second)
-	fl.Record(err)
-	lines := logs.FilterMessageSnippet(storeFailure).All()
+	fl.Error(err)
+	lines := logs.FilterMessage(storeFailure).All()
 	if len(lines) != 2 {
 		t.Fatalf("%d lines after the interval, want 2", len(lines))
 	}
@@ -86,14 +86,15 @@ func TestFailureLogRateLimits(t *testing.T) {
 	if got := lines[1].ContextMap()["error"]; got != "capability: reading the store file: open: permission denied" {
 		t.Errorf("error field %q", got)
 	}
-	// Recovery is logged once, and the next failure is logged at once.
-	fl.Recovered()
-	fl.Recovered()
-	if n := logs.FilterMessageSnippet("credential store is readable again").Len(); n != 1 {
+	// Recovery is logged once, and another kind of failure is logged at
+	// once.
+	fl.Clear()
+	fl.Clear()
+	if n := logs.FilterMessage(storeFailure + " cleared").Len(); n != 1 {
 		t.Fatalf("%d recovery lines, want 1", n)
 	}
-	fl.Record(errors.New("capability: credential store is corrupt: damaged"))
-	if n := logs.FilterMessageSnippet(storeFailure).Len(); n != 3 {
+	fl.Error(errors.New("capability: credential store is corrupt: damaged"))
+	if n := logs.FilterMessage(storeFailure).Len(); n != 3 {
 		t.Fatalf("%d failure lines after recovery, want 3", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/internal/ratelog"
 )
 
 // Authenticator resolves a bearer token to its capability.
@@ -94,9 +95,10 @@ type Options struct {
 	Stats  func() Stats        // O(1) per database; must not scan
 	Health func() HealthReport // O(1) per database
 	Logger *zap.Logger
-	// StoreFailures logs credential store failures; nil: a FailureLog of
-	// its own on Logger. The server shares one with its command handler.
-	StoreFailures *FailureLog
+	// StoreFailures logs credential store failures; nil: one of its own
+	// (NewFailureLog) on Logger. The server shares one with its command
+	// handler.
+	StoreFailures *ratelog.Logger
 }
 
 // NewHandler returns the handler for /v1/stats, /v1/health and /healthz.
@@ -159,7 +161,7 @@ func BearerToken(r *http.Request) (string, bool) {
 // or refused token, and 500 without details when the credential store
 // cannot be read, which it records in failures (the operator's only sign
 // of it). It reports whether to continue.
-func Authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator, failures *FailureLog) (capability.Capability, bool) {
+func Authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator, failures *ratelog.Logger) (capability.Capability, bool) {
 	token, ok := BearerToken(r)
 	if !ok {
 		Unauthorized(w, "a bearer token is required")
@@ -168,13 +170,13 @@ func Authenticate(w http.ResponseWriter, r *http.Request, auth Authenticator, fa
 	c, err := auth.Authenticate(token)
 	switch {
 	case err == nil:
-		failures.Recovered()
+		failures.Clear()
 		return c, true
 	case errors.Is(err, capability.ErrUnauthenticated):
-		failures.Recovered() // the store was read
+		failures.Clear() // the store was read
 		Unauthorized(w, "the bearer token is not valid")
 	default:
-		failures.Record(err)
+		failures.Error(err)
 		WriteError(w, http.StatusInternalServerError, "internal", "the credential store cannot be read")
 	}
 	return capability.Capability{}, false

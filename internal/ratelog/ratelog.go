@@ -20,9 +20,11 @@ import (
 	stdlog "log"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/riffdb/riffdb/internal/clock"
 	"github.com/riffdb/riffdb/internal/pathless"
@@ -44,6 +46,9 @@ const overflowClass = "\x00overflow"
 type Options struct {
 	Interval    time.Duration // the first interval; DefaultInterval
 	MaxInterval time.Duration // the interval stops doubling here; DefaultMaxInterval
+	// AtError writes the lines at error level instead of warn: for a
+	// failure that fails requests, not only background work.
+	AtError bool
 }
 
 // Logger writes rate-limited, deduplicated lines for recurring reports. It
@@ -55,9 +60,13 @@ type Logger struct {
 	msg      string
 	first    time.Duration
 	max      time.Duration
+	level    zapcore.Level
 	mu       sync.Mutex
 	classes  map[string]*class
-	reported int // classes with reported set, so Clear is cheap when zero
+	// reported counts the classes with reported set (under mu), and is
+	// read without it, so that Clear costs one atomic load when nothing
+	// was reported: callers call it on every success, requests included.
+	reported atomic.Int32
 }
 
 type class struct {
@@ -81,7 +90,11 @@ func New(log *zap.Logger, c clock.Clock, msg string, o Options) *Logger {
 	if o.MaxInterval < o.Interval {
 		o.MaxInterval = max(DefaultMaxInterval, o.Interval)
 	}
-	return &Logger{log: log, clock: clock.Or(c), msg: msg, first: o.Interval, max: o.MaxInterval,
+	level := zapcore.WarnLevel
+	if o.AtError {
+		level = zapcore.ErrorLevel
+	}
+	return &Logger{log: log, clock: clock.Or(c), msg: msg, first: o.Interval, max: o.MaxInterval, level: level,
 		classes: make(map[string]*class)}
 }
 
@@ -127,10 +140,10 @@ func (l *Logger) Report(key, text string) {
 	c.interval = min(2*c.interval, l.max)
 	if !c.reported {
 		c.reported = true
-		l.reported++
+		l.reported.Add(1)
 	}
 	l.mu.Unlock()
-	l.log.Warn(l.msg, zap.String("error", text), zap.Int("suppressed", n))
+	l.log.Log(l.level, l.msg, zap.String("error", text), zap.Int("suppressed", n))
 }
 
 // Clear records that the work succeeded again. Every class with a line
@@ -140,11 +153,10 @@ func (l *Logger) Report(key, text string) {
 // alternates with success stays bounded. Clear is cheap when nothing was
 // reported: call it on every success.
 func (l *Logger) Clear() {
-	l.mu.Lock()
-	if l.reported == 0 {
-		l.mu.Unlock()
+	if l.reported.Load() == 0 {
 		return
 	}
+	l.mu.Lock()
 	type line struct {
 		text string
 		n    int
@@ -156,7 +168,7 @@ func (l *Logger) Clear() {
 			c.reported, c.suppressed = false, 0
 		}
 	}
-	l.reported = 0
+	l.reported.Store(0)
 	l.mu.Unlock()
 	for _, ln := range lines {
 		l.log.Info(l.msg+" cleared", zap.String("error", ln.text), zap.Int("suppressed", ln.n))
