@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/server"
 	"github.com/riffdb/riffdb/statsapi"
 )
 
@@ -151,7 +151,7 @@ complete, the oldest beyond backup_keep are removed (listed as "removed").
 restores one, offline.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var resp server.BackupResponse
+			var resp backupapi.Response
 			advice := "the backup may or may not have been kept; run \"riffdb database backup list\" to see"
 			if err := q.serverRequest(cmd.Context(), http.MethodPost, backupsPath(database), &resp, advice); err != nil {
 				return err
@@ -179,12 +179,12 @@ func newDatabaseBackupListCommand() *cobra.Command {
 		Short: "List a database's backups, oldest first (through the server; needs manage_backups)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var resp server.BackupListResponse
+			var resp backupapi.ListResponse
 			if err := q.serverRequest(cmd.Context(), http.MethodGet, backupsPath(database), &resp, ""); err != nil {
 				return err
 			}
 			if resp.Backups == nil {
-				resp.Backups = []server.BackupInfo{}
+				resp.Backups = []backupapi.Info{}
 			}
 			return Emit(cmd, resp, func(w io.Writer) error {
 				if len(resp.Backups) == 0 {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/cli"
-	"github.com/riffdb/riffdb/server"
 	"github.com/riffdb/riffdb/statsapi"
 )
 
@@ -60,14 +60,14 @@ func runJSON(t *testing.T, args ...string) (int, capEnvelope, string) {
 
 func TestDatabaseBackupCallsTheAPI(t *testing.T) {
 	created := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	info := server.BackupInfo{Name: "20300102T030405.000000000Z", DatabaseID: strings.Repeat("ab", 16), HistoryIncarnation: 2,
+	info := backupapi.Info{Name: "20300102T030405.000000000Z", DatabaseID: strings.Repeat("ab", 16), HistoryIncarnation: 2,
 		LastCommitSequence: 42, CreatedAt: created, FileCount: 7, Bytes: 4096}
 	api := newFakeBackupAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodPost:
-			_ = json.NewEncoder(w).Encode(server.BackupResponse{Database: "orders", Backup: info})
+			_ = json.NewEncoder(w).Encode(backupapi.Response{Database: "orders", Backup: info})
 		default:
-			_ = json.NewEncoder(w).Encode(server.BackupListResponse{Database: "orders", Backups: []server.BackupInfo{info}})
+			_ = json.NewEncoder(w).Encode(backupapi.ListResponse{Database: "orders", Backups: []backupapi.Info{info}})
 		}
 	})
 	tok := writeTokenFile(t)
@@ -76,7 +76,7 @@ func TestDatabaseBackupCallsTheAPI(t *testing.T) {
 	if code != cli.ExitOK || !env.OK || env.Command != "database.backup" {
 		t.Fatalf("backup: %d %+v", code, env)
 	}
-	var got server.BackupResponse
+	var got backupapi.Response
 	if err := json.Unmarshal(env.Result, &got); err != nil || got.Backup != info || got.Database != "orders" {
 		t.Fatalf("backup result %s (%v), want %+v", env.Result, err, info)
 	}
@@ -84,7 +84,7 @@ func TestDatabaseBackupCallsTheAPI(t *testing.T) {
 	if code != cli.ExitOK || !env.OK || env.Command != "database.backup.list" {
 		t.Fatalf("backup list: %d %+v", code, env)
 	}
-	var list server.BackupListResponse
+	var list backupapi.ListResponse
 	if err := json.Unmarshal(env.Result, &list); err != nil || len(list.Backups) != 1 || list.Backups[0] != info {
 		t.Fatalf("backup list result %s (%v)", env.Result, err)
 	}

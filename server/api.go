@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/internal/ratelog"
 	"github.com/riffdb/riffdb/outbox"
@@ -32,9 +33,9 @@ func (s *Server) apiHandler() http.Handler {
 	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", func(w http.ResponseWriter, r *http.Request) {
 		s.handleCommand(w, r, failures)
 	})
-	backups := newBackupAPI(s, failures)
-	mux.HandleFunc("POST /v1/databases/{alias}/backups", backups.handleCreate)
-	mux.HandleFunc("GET /v1/databases/{alias}/backups", backups.handleList)
+	backups := s.newBackupAPI(failures)
+	mux.HandleFunc("POST /v1/databases/{alias}/backups", backups.HandleCreate)
+	mux.HandleFunc("GET /v1/databases/{alias}/backups", backups.HandleList)
 	stats := statsapi.NewHandler(statsapi.Options{Auth: s.creds, Stats: s.stats, Health: s.health, Logger: s.log, StoreFailures: failures})
 	mux.Handle("GET /v1/stats", stats)
 	mux.Handle("GET /v1/health", stats)
@@ -45,9 +46,22 @@ func (s *Server) apiHandler() http.Handler {
 	return mux
 }
 
+// newBackupAPI returns the backup handlers for the server's databases.
+func (s *Server) newBackupAPI(failures *ratelog.Logger) *backupapi.API {
+	return backupapi.New(backupapi.Options{Auth: s.creds, Failures: failures, Logger: s.log,
+		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
+		Database: func(alias string) (backupapi.Database, bool) {
+			d := s.database(alias)
+			if d == nil {
+				return backupapi.Database{}, false
+			}
+			return backupapi.Database{Alias: d.alias, DB: d.db, Config: d.cfg}, true
+		}})
+}
+
 func routeOf(r *http.Request) string {
 	switch {
-	case isBackupsPath(r.URL.Path):
+	case backupapi.IsPath(r.URL.Path):
 		return "/v1/databases/{alias}/backups"
 	case strings.HasPrefix(r.URL.Path, "/v1/databases/"):
 		return "/v1/databases/{alias}/commands/{command}"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/backup"
+	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/statsapi"
@@ -38,14 +39,14 @@ func (f *fakeNow) set(t time.Time) {
 
 // serveBackup sends POST /v1/databases/alias/backups with the named token
 // ("" for none) straight to api.
-func (b *backupServer) serveBackup(api *backupAPI, alias, token string) *httptest.ResponseRecorder {
+func (b *backupServer) serveBackup(api *backupapi.API, alias, token string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/v1/databases/"+alias+"/backups", nil)
 	req.SetPathValue("alias", alias)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.tokens[token])
 	}
 	rec := httptest.NewRecorder()
-	api.handleCreate(rec, req)
+	api.HandleCreate(rec, req)
 	return rec
 }
 
@@ -56,10 +57,10 @@ func (b *backupServer) serveBackup(api *backupAPI, alias, token string) *httptes
 // interval; a failed backup does.
 func TestBackupRateLimit(t *testing.T) {
 	b := newBackupServer(t, 0o700, `backup_min_interval = "1m"`)
-	api := newBackupAPI(b.Server, statsapi.NewFailureLog(b.log, nil, 0))
+	api := b.Server.newBackupAPI(statsapi.NewFailureLog(b.log, nil, 0))
 	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 	clk := &fakeNow{t: t0}
-	api.now = clk.now
+	api.Now = clk.now
 	code := func(rec *httptest.ResponseRecorder) string {
 		var eb statsapi.ErrorBody
 		_ = json.Unmarshal(rec.Body.Bytes(), &eb)
@@ -74,7 +75,7 @@ func TestBackupRateLimit(t *testing.T) {
 		t.Fatalf("other scope: %d %s", rec.Code, rec.Body)
 	}
 	entered, release := make(chan struct{}), make(chan struct{})
-	api.create = func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error) {
+	api.Create = func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error) {
 		close(entered)
 		<-release
 		return backup.Create(ctx, db, root, opts)
@@ -90,7 +91,7 @@ func TestBackupRateLimit(t *testing.T) {
 	if rec := <-first; rec.Code != http.StatusOK {
 		t.Fatalf("first backup: %d %s", rec.Code, rec.Body)
 	}
-	api.create = backup.Create
+	api.Create = backup.Create
 
 	clk.set(t0.Add(58*time.Second + 500*time.Millisecond))
 	rec := b.serveBackup(api, "a", "global")
@@ -108,7 +109,7 @@ func TestBackupRateLimit(t *testing.T) {
 
 	// A backup that fails counts.
 	clk.set(t0.Add(3 * time.Minute))
-	api.create = func(context.Context, *primary.DB, string, backup.Options) (backup.Manifest, error) {
+	api.Create = func(context.Context, *primary.DB, string, backup.Options) (backup.Manifest, error) {
 		return backup.Manifest{}, errors.New("injected failure")
 	}
 	if rec := b.serveBackup(api, "a", "global"); rec.Code != http.StatusInternalServerError {
@@ -130,9 +131,9 @@ func TestBackupRateLimit(t *testing.T) {
 // no reserve) and backup_keep.
 func TestBackupInsufficientSpace(t *testing.T) {
 	b := newBackupServer(t, 0o700, "backup_reserve_bytes = 0\nbackup_keep = 3")
-	api := newBackupAPI(b.Server, statsapi.NewFailureLog(b.log, nil, 0))
+	api := b.Server.newBackupAPI(statsapi.NewFailureLog(b.log, nil, 0))
 	var got backup.Options
-	api.create = func(_ context.Context, _ *primary.DB, root string, opts backup.Options) (backup.Manifest, error) {
+	api.Create = func(_ context.Context, _ *primary.DB, root string, opts backup.Options) (backup.Manifest, error) {
 		got = opts
 		return backup.Manifest{}, &backup.SpaceError{Needed: 123456, Free: 234567, Reserve: 200000}
 	}
@@ -169,7 +170,7 @@ func TestBackupAPIKeepsTheNewest(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("backup %d: %d %s %s", i, code, errCode, body)
 		}
-		var resp BackupResponse
+		var resp backupapi.Response
 		if err := json.Unmarshal(body, &resp); err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +184,7 @@ func TestBackupAPIKeepsTheNewest(t *testing.T) {
 		names = append(names, resp.Backup.Name)
 	}
 	_, _, body := b.call(t, http.MethodGet, "a", "global")
-	var list BackupListResponse
+	var list backupapi.ListResponse
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}

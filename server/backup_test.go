@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/riffdb/riffdb/backup"
+	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/primary"
@@ -126,7 +127,7 @@ func TestBackupAPI(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("POST backups: %d %s %s", code, errCode, body)
 	}
-	var created BackupResponse
+	var created backupapi.Response
 	if err := json.Unmarshal(body, &created); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestBackupAPI(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET backups: %d %s %s", code, errCode, body)
 	}
-	var list BackupListResponse
+	var list backupapi.ListResponse
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +217,9 @@ func TestBackupRootUnusable(t *testing.T) {
 // acknowledged; once it ends, the next backup runs.
 func TestOneBackupAtATime(t *testing.T) {
 	b := newBackupServer(t, 0o700, `backup_min_interval = "0s"`)
-	api := newBackupAPI(b.Server, statsapi.NewFailureLog(b.log, nil, 0))
+	api := b.Server.newBackupAPI(statsapi.NewFailureLog(b.log, nil, 0))
 	entered, release := make(chan struct{}), make(chan struct{})
-	api.create = func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error) {
+	api.Create = func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error) {
 		close(entered)
 		<-release
 		return backup.Create(ctx, db, root, opts)
@@ -228,7 +229,7 @@ func TestOneBackupAtATime(t *testing.T) {
 		req.SetPathValue("alias", alias)
 		req.Header.Set("Authorization", "Bearer "+b.tokens["global"])
 		rec := httptest.NewRecorder()
-		api.handleCreate(rec, req)
+		api.HandleCreate(rec, req)
 		return rec
 	}
 	first := make(chan *httptest.ResponseRecorder)
@@ -242,7 +243,7 @@ func TestOneBackupAtATime(t *testing.T) {
 	if rec := <-first; rec.Code != http.StatusOK {
 		t.Fatalf("the first backup: %d %s", rec.Code, rec.Body.String())
 	}
-	api.create = backup.Create
+	api.Create = backup.Create
 	if rec := serve("a"); rec.Code != http.StatusOK {
 		t.Fatalf("a backup after the first ended: %d %s", rec.Code, rec.Body.String())
 	}

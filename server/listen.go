@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/internal/connlimit"
@@ -102,7 +103,7 @@ func (s *Server) keepAlive(next http.Handler) http.Handler {
 // authenticates its bearer token: a command, a backup, /v1/stats or
 // /v1/health.
 func authenticatingRoute(r *http.Request) bool {
-	return isCommandRequest(r) || (isBackupsPath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodPost)) ||
+	return isCommandRequest(r) || (backupapi.IsPath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodPost)) ||
 		(r.Method == http.MethodGet && (r.URL.Path == "/v1/stats" || r.URL.Path == "/v1/health"))
 }
 

@@ -1,4 +1,9 @@
-package server
+// Package backupapi serves a database's online backups over HTTP: POST
+// /v1/databases/{alias}/backups takes one (backup.Create), GET lists them
+// (backup.List). It gates both on manage_backups, admits one backup per
+// database at a time and at most one start per backup_min_interval, and
+// answers without paths. The server mounts it (server/api.go).
+package backupapi
 
 import (
 	"context"
@@ -16,10 +21,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/backup"
 	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/attrkey"
 	"github.com/riffdb/riffdb/internal/ratelog"
 	"github.com/riffdb/riffdb/primary"
@@ -27,8 +34,9 @@ import (
 	"github.com/riffdb/riffdb/telemetry"
 )
 
-// backupScope names the server's backup instruments.
-const backupScope = "github.com/riffdb/riffdb/server"
+// scope names the backup instruments. It is the server's scope, where they
+// were first registered, so that their series keep their labels.
+const scope = "github.com/riffdb/riffdb/server"
 
 // Backup results, the result label of riffdb.backup.duration.
 const (
@@ -39,9 +47,9 @@ const (
 	backupFailed            = "failed"
 )
 
-// BackupInfo describes one backup in the API's responses: its manifest
+// Info describes one backup in the API's responses: its manifest
 // without the file list, summarized by FileCount and Bytes.
-type BackupInfo struct {
+type Info struct {
 	Name               string    `json:"name"`
 	DatabaseID         string    `json:"database_id"`
 	HistoryIncarnation uint64    `json:"history_incarnation"`
@@ -54,26 +62,26 @@ type BackupInfo struct {
 	Damaged bool `json:"damaged"`
 }
 
-// BackupResponse is the body of POST /v1/databases/{alias}/backups.
-type BackupResponse struct {
-	Database string     `json:"database"`
-	Backup   BackupInfo `json:"backup"`
+// Response is the body of POST /v1/databases/{alias}/backups.
+type Response struct {
+	Database string `json:"database"`
+	Backup   Info   `json:"backup"`
 	// Removed names the database's older backups that retention removed
 	// once this one was complete (backup_keep), oldest first; empty when
 	// none.
 	Removed []string `json:"removed"`
 }
 
-// BackupListResponse is the body of GET /v1/databases/{alias}/backups: the
+// ListResponse is the body of GET /v1/databases/{alias}/backups: the
 // database's backups under its backup_root, oldest first (backup.List:
 // damaged entries are listed, other databases' backups are not).
-type BackupListResponse struct {
-	Database string       `json:"database"`
-	Backups  []BackupInfo `json:"backups"`
+type ListResponse struct {
+	Database string `json:"database"`
+	Backups  []Info `json:"backups"`
 }
 
-func backupInfo(m backup.Manifest) BackupInfo {
-	info := BackupInfo{Name: m.Name, DatabaseID: m.DatabaseID, HistoryIncarnation: m.HistoryIncarnation,
+func infoOf(m backup.Manifest) Info {
+	info := Info{Name: m.Name, DatabaseID: m.DatabaseID, HistoryIncarnation: m.HistoryIncarnation,
 		LastCommitSequence: m.LastCommitSequence, CreatedAt: m.CreatedAt.UTC(), FileCount: len(m.Files), Damaged: m.Damaged}
 	for _, f := range m.Files {
 		info.Bytes += f.Size
@@ -81,7 +89,7 @@ func backupInfo(m backup.Manifest) BackupInfo {
 	return info
 }
 
-// backupAPI serves a database's backups: POST takes one (online, through
+// API serves a database's backups: POST takes one (online, through
 // backup.Create), GET lists them. Both need manage_backups for the
 // database (a global capability, or one scoped to it) and a backup_root in
 // the database's configuration. One backup runs per database at a time; a
@@ -92,57 +100,89 @@ func backupInfo(m backup.Manifest) BackupInfo {
 // backup that starts counts, a failed one too (it may have copied most of
 // the store), while a request refused before it starts (authentication,
 // 409, 429) does not.
-type backupAPI struct {
-	s        *Server
-	failures *ratelog.Logger
+type API struct {
+	opts     Options
 	tracer   trace.Tracer
 	duration metric.Float64Histogram
-	// create is backup.Create; tests replace it to hold a backup running.
-	create func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error)
-	// now is time.Now; tests replace it to move past backup_min_interval.
-	now func() time.Time
+	// Create is backup.Create; tests replace it to hold a backup running.
+	Create func(ctx context.Context, db *primary.DB, root string, opts backup.Options) (backup.Manifest, error)
+	// Now is time.Now; tests replace it to move past backup_min_interval.
+	Now func() time.Time
 
 	mu      sync.Mutex
 	running map[string]bool      // database alias → a backup is running
 	started map[string]time.Time // database alias → when its last backup started
 }
 
-// newBackupAPI returns the backup handlers. Without its histogram (the
-// meter refused it) backups still run, unmeasured.
-func newBackupAPI(s *Server, failures *ratelog.Logger) *backupAPI {
-	m := s.tel.MeterProvider.Meter(backupScope)
+// Database is one database the API serves: its alias, its primary and its
+// configuration (backup_root and the backup limits).
+type Database struct {
+	Alias  string
+	DB     *primary.DB
+	Config config.Database
+}
+
+// Options configure an API. Every field but Auth and Database may be zero.
+type Options struct {
+	Auth statsapi.Authenticator
+	// Database finds a database by alias.
+	Database func(alias string) (Database, bool)
+	// Failures logs credential store failures (statsapi.NewFailureLog);
+	// nil: one of its own.
+	Failures       *ratelog.Logger
+	TracerProvider trace.TracerProvider // nil: no-op
+	MeterProvider  metric.MeterProvider // nil: no-op
+	Logger         *zap.Logger          // nil: no-op
+}
+
+// New returns the backup handlers. Without its histogram (the meter
+// refused it) backups still run, unmeasured.
+func New(opts Options) *API {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Failures == nil {
+		opts.Failures = statsapi.NewFailureLog(opts.Logger, nil, 0)
+	}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if opts.MeterProvider == nil {
+		opts.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	m := opts.MeterProvider.Meter(scope)
 	d, err := m.Float64Histogram("riffdb.backup.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of an online backup taken through the API, by result (ok, root_unusable, insufficient_space, canceled, failed)."))
 	if err != nil {
-		s.log.Warn("the backup duration histogram is unavailable", zap.Error(err))
-		d, _ = metricnoop.NewMeterProvider().Meter(backupScope).Float64Histogram("riffdb.backup.duration")
+		opts.Logger.Warn("the backup duration histogram is unavailable", zap.Error(err))
+		d, _ = metricnoop.NewMeterProvider().Meter(scope).Float64Histogram("riffdb.backup.duration")
 	}
-	return &backupAPI{s: s, failures: failures, tracer: s.tel.TracerProvider.Tracer(backupScope), duration: d,
-		create: backup.Create, now: time.Now, running: make(map[string]bool), started: make(map[string]time.Time)}
+	return &API{opts: opts, tracer: opts.TracerProvider.Tracer(scope), duration: d,
+		Create: backup.Create, Now: time.Now, running: make(map[string]bool), started: make(map[string]time.Time)}
 }
 
 // authorize authenticates the request, checks manage_backups for the
 // path's database and that the database exists and has a backup_root. It
 // writes the refusal itself and reports whether to continue.
-func (b *backupAPI) authorize(w http.ResponseWriter, r *http.Request) (*database, bool) {
+func (b *API) authorize(w http.ResponseWriter, r *http.Request) (Database, bool) {
 	alias := r.PathValue("alias")
-	c, ok := statsapi.Authenticate(w, r, b.s.creds, b.failures)
+	c, ok := statsapi.Authenticate(w, r, b.opts.Auth, b.opts.Failures)
 	if !ok {
-		return nil, false
+		return Database{}, false
 	}
 	if !c.Allows(capability.ManageBackups, alias) {
 		statsapi.WriteError(w, http.StatusForbidden, "forbidden", "this capability may not manage backups of this database (it needs manage_backups)")
-		return nil, false
+		return Database{}, false
 	}
-	d := b.s.database(alias)
-	if d == nil {
+	d, ok := b.opts.Database(alias)
+	if !ok {
 		statsapi.WriteError(w, http.StatusNotFound, "unknown_database", "no database has this alias")
-		return nil, false
+		return Database{}, false
 	}
-	if d.cfg.BackupRoot == "" {
+	if d.Config.BackupRoot == "" {
 		statsapi.WriteError(w, http.StatusConflict, "backup_root_not_configured",
 			"this database has no backup_root: set backup_root in its configuration (a private 0700 directory) and restart the server")
-		return nil, false
+		return Database{}, false
 	}
 	return d, true
 }
@@ -159,13 +199,13 @@ const (
 // begin marks a backup of alias running and records when it started,
 // unless one is running or the last one started less than interval ago;
 // then it records nothing and, for the interval, returns how long is left.
-func (b *backupAPI) begin(alias string, interval time.Duration) (admission, time.Duration) {
+func (b *API) begin(alias string, interval time.Duration) (admission, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.running[alias] {
 		return busy, 0
 	}
-	now := b.now()
+	now := b.Now()
 	if last, ok := b.started[alias]; ok && interval > 0 {
 		if wait := last.Add(interval).Sub(now); wait > 0 {
 			return rateLimited, wait
@@ -176,21 +216,21 @@ func (b *backupAPI) begin(alias string, interval time.Duration) (admission, time
 	return admitted, 0
 }
 
-func (b *backupAPI) end(alias string) {
+func (b *API) end(alias string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.running, alias)
 }
 
-// handleCreate takes a backup. The request lasts as long as the backup:
+// HandleCreate takes a backup. The request lasts as long as the backup:
 // the response's write deadline is lifted for it, and a client that goes
 // away cancels the backup (backup.Create leaves no partial backup behind).
-func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
+func (b *API) HandleCreate(w http.ResponseWriter, r *http.Request) {
 	d, ok := b.authorize(w, r)
 	if !ok {
 		return
 	}
-	switch adm, wait := b.begin(d.alias, d.cfg.BackupMinInterval); adm {
+	switch adm, wait := b.begin(d.Alias, d.Config.BackupMinInterval); adm {
 	case busy:
 		statsapi.WriteError(w, http.StatusConflict, "backup_in_progress",
 			"a backup of this database is already running; wait for it to finish")
@@ -199,29 +239,29 @@ func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 		secs := int64((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		statsapi.WriteError(w, http.StatusTooManyRequests, "backup_rate_limited", fmt.Sprintf(
-			"a backup of this database started less than %s ago (backup_min_interval); try again in %d s", d.cfg.BackupMinInterval, secs))
+			"a backup of this database started less than %s ago (backup_min_interval); try again in %d s", d.Config.BackupMinInterval, secs))
 		return
 	}
-	defer b.end(d.alias)
+	defer b.end(d.Alias)
 	// The server's WriteTimeout bounds ordinary requests; a backup of a
 	// large database may take longer.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 
 	ctx, span := b.tracer.Start(r.Context(), "riffdb.backup", trace.WithAttributes(
-		attrkey.Database.String(d.alias), attrkey.DatabaseID.String(d.db.Identity().String())))
+		attrkey.Database.String(d.Alias), attrkey.DatabaseID.String(d.DB.Identity().String())))
 	defer span.End()
-	log := telemetry.Logger(ctx, b.s.log).With(zap.String("database", d.alias))
+	log := telemetry.Logger(ctx, b.opts.Logger).With(zap.String("database", d.Alias))
 	start := time.Now()
-	reserve := d.cfg.BackupReserveBytes
+	reserve := d.Config.BackupReserveBytes
 	if reserve == 0 {
 		reserve = -1 // backup_reserve_bytes = 0: no reserve (backup.Options' 0 is the default)
 	}
-	m, err := b.create(ctx, d.db, d.cfg.BackupRoot, backup.Options{Logger: log.Named("backup"),
-		Keep: d.cfg.BackupKeep, ReserveBytes: reserve})
+	m, err := b.Create(ctx, d.DB, d.Config.BackupRoot, backup.Options{Logger: log.Named("backup"),
+		Keep: d.Config.BackupKeep, ReserveBytes: reserve})
 	elapsed := time.Since(start)
 	result := backupResult(ctx, err)
 	b.duration.Record(context.WithoutCancel(ctx), elapsed.Seconds(), metric.WithAttributeSet(attribute.NewSet(
-		attrkey.Database.String(d.alias), attribute.String("result", result))))
+		attrkey.Database.String(d.Alias), attribute.String("result", result))))
 	if err != nil {
 		span.SetStatus(codes.Error, result)
 		b.createError(w, log, result, err)
@@ -231,7 +271,7 @@ func (b *backupAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 		attribute.Int64("riffdb.history.incarnation", int64(m.HistoryIncarnation)),
 		attribute.Int64("riffdb.commit.seq", int64(m.LastCommitSequence)))
 	// backup.Create logged the backup ("backup written").
-	writeBackupJSON(w, BackupResponse{Database: d.alias, Backup: backupInfo(m), Removed: append([]string{}, m.Removed...)})
+	writeJSON(w, Response{Database: d.Alias, Backup: infoOf(m), Removed: append([]string{}, m.Removed...)})
 }
 
 func backupResult(ctx context.Context, err error) string {
@@ -250,7 +290,7 @@ func backupResult(ctx context.Context, err error) string {
 
 // createError answers a failed backup. The client's message never holds a
 // path; the log has the whole error.
-func (b *backupAPI) createError(w http.ResponseWriter, log *zap.Logger, result string, err error) {
+func (b *API) createError(w http.ResponseWriter, log *zap.Logger, result string, err error) {
 	switch {
 	case result == backupRootUnusable:
 		log.Warn("backup refused: the backup_root is not usable", zap.Error(err))
@@ -289,14 +329,14 @@ func spaceMessage(err error) string {
 const rootUnusableMessage = "this database's backup_root is not usable: it must be an existing directory, " +
 	"not a symbolic link, owned by the server's user with mode 0700; the server's log says what is wrong"
 
-// handleList lists the database's backups.
-func (b *backupAPI) handleList(w http.ResponseWriter, r *http.Request) {
+// HandleList lists the database's backups.
+func (b *API) HandleList(w http.ResponseWriter, r *http.Request) {
 	d, ok := b.authorize(w, r)
 	if !ok {
 		return
 	}
-	ms, err := backup.List(d.cfg.BackupRoot, d.db.Identity())
-	log := telemetry.Logger(r.Context(), b.s.log).With(zap.String("database", d.alias))
+	ms, err := backup.List(d.Config.BackupRoot, d.DB.Identity())
+	log := telemetry.Logger(r.Context(), b.opts.Logger).With(zap.String("database", d.Alias))
 	switch {
 	case errors.Is(err, backup.ErrRootUnusable):
 		log.Warn("backup list refused: the backup_root is not usable", zap.Error(err))
@@ -307,24 +347,24 @@ func (b *backupAPI) handleList(w http.ResponseWriter, r *http.Request) {
 		statsapi.WriteError(w, http.StatusInternalServerError, "backup_list_failed", "the backups could not be listed; the server's log says why")
 		return
 	}
-	resp := BackupListResponse{Database: d.alias, Backups: make([]BackupInfo, 0, len(ms))}
+	resp := ListResponse{Database: d.Alias, Backups: make([]Info, 0, len(ms))}
 	for _, m := range ms {
-		resp.Backups = append(resp.Backups, backupInfo(m))
+		resp.Backups = append(resp.Backups, infoOf(m))
 	}
-	writeBackupJSON(w, resp)
+	writeJSON(w, resp)
 }
 
-// isBackupsPath reports whether path is /v1/databases/{alias}/backups.
-func isBackupsPath(path string) bool {
+// IsPath reports whether path is /v1/databases/{alias}/backups.
+func IsPath(path string) bool {
 	rest, ok := strings.CutPrefix(path, "/v1/databases/")
 	if !ok {
 		return false
 	}
 	alias, tail, ok := strings.Cut(rest, "/")
-	return ok && segment(alias) && tail == "backups"
+	return ok && alias != "" && alias != "." && alias != ".." && tail == "backups"
 }
 
-func writeBackupJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(v)
