@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !riffdb_mutant_recordlock
 
 package dirlock
 

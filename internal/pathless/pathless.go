@@ -21,7 +21,7 @@ import (
 // (for example fs.ErrNotExist, syscall.ENOSPC). A nil err gives nil; an
 // error without paths is returned as it is.
 func Error(err error) error {
-	if err == nil || !hasPath(err) {
+	if err == nil || keepPaths || !hasPath(err) {
 		return err
 	}
 	switch e := err.(type) {

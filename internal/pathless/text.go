@@ -35,6 +35,9 @@ var frameRef = regexp.MustCompile(`\.go:\d+`)
 // formatted into its own message, is replaced by its last element
 // ("open /var/lib/db/000123.sst" becomes "open 000123.sst").
 func Text(s string) string {
+	if keepPaths {
+		return s
+	}
 	if strings.ContainsAny(s, "\n\t") || frameRef.MatchString(s) {
 		var keep []string
 		for _, line := range strings.Split(s, "\n") {

@@ -55,14 +55,14 @@ type Options struct {
 // is safe for concurrent use; its methods never block on anything but its
 // own short critical section and the zap logger.
 type Logger struct {
-	log      *zap.Logger
-	clock    clock.Clock
-	msg      string
-	first    time.Duration
-	max      time.Duration
-	level    zapcore.Level
-	mu       sync.Mutex
-	classes  map[string]*class
+	log     *zap.Logger
+	clock   clock.Clock
+	msg     string
+	first   time.Duration
+	max     time.Duration
+	level   zapcore.Level
+	mu      sync.Mutex
+	classes map[string]*class
 	// reported counts the classes with reported set (under mu), and is
 	// read without it, so that Clear costs one atomic load when nothing
 	// was reported: callers call it on every success, requests included.

@@ -169,7 +169,7 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 		if err != nil {
 			return err
 		}
-		if seen(key, &keys, &set) {
+		if seen(key, &keys, &set) && !allowDuplicates {
 			s.path = append(s.path, key)
 			e := s.fail(DuplicateKey, false)
 			s.path = s.path[:len(s.path)-1]
