@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -71,13 +72,13 @@ func decodeCredentialAnchor(b []byte) (CredentialAnchor, error) {
 }
 
 // ReadCredentialAnchor reads the credential anchor of the database in dir.
-// A database not created yet, or one without an anchor, reads as the zero
-// value. It does not take the database's lock: the file is replaced
+// A database not created yet (dir missing or not a directory), or one
+// without an anchor, reads as the zero value. It does not take the database's lock: the file is replaced
 // atomically, and a running server may hold the lock. Errors wrap ErrCorrupt
 // for a damaged file and name no path.
 func ReadCredentialAnchor(dir string) (CredentialAnchor, error) {
 	f, err := os.Open(filepath.Join(dir, credentialAnchorName))
-	if errors.Is(err, os.ErrNotExist) {
+	if notCreated(err) {
 		return CredentialAnchor{}, nil
 	}
 	if err != nil {
@@ -99,7 +100,7 @@ func ReadCredentialAnchor(dir string) (CredentialAnchor, error) {
 func WriteCredentialAnchor(dir string, a CredentialAnchor) (bool, error) {
 	_, err := os.Lstat(filepath.Join(dir, createdMarkerName))
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case notCreated(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("primary: examine the database directory: %w", pathless.Error(err))
@@ -108,4 +109,11 @@ func WriteCredentialAnchor(dir string, a CredentialAnchor) (bool, error) {
 		return false, fmt.Errorf("primary: write the credential anchor: %w", pathless.Error(err))
 	}
 	return true, nil
+}
+
+// notCreated reports whether err, from a file in a database directory, shows
+// that there is no database there yet: no such file, or the database path
+// is not a directory (which the primary's Open reports as it should).
+func notCreated(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
