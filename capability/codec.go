@@ -45,6 +45,10 @@ type record struct {
 
 // document is the content of the store file, as held in memory.
 type document struct {
+	// Generation counts the writes of the store: every write stores one
+	// more than the file it replaces (see anchor.go). 0 is a file written
+	// before generations existed.
+	Generation   uint64
 	Capabilities []record
 }
 
@@ -54,11 +58,17 @@ type document struct {
 // noticed even where decoding would hide it (invalid UTF-8 in a name decodes
 // as U+FFFD). decodeTop reads it; the tags serve encoding.
 type storeFileJSON struct {
-	Version      int             `json:"version"`
+	Version int `json:"version"`
+	// Generation is absent (0) in files written before generations
+	// existed; this build always writes one, at least 1.
+	Generation   uint64          `json:"generation,omitempty"`
 	Capabilities json.RawMessage `json:"capabilities"`
 	// Integrity is hex HMAC-SHA-256(key, integrityDomain ‖ version ‖ NUL ‖
-	// compacted capabilities); absent in legacyVersion files.
+	// [generation ‖ NUL ‖] compacted capabilities); absent in legacyVersion
+	// files.
 	Integrity string `json:"integrity,omitempty"`
+	// hasGeneration records that the file names a generation, even 0.
+	hasGeneration bool
 }
 
 // decode parses and checks a store file. A storeVersion file must carry an
@@ -81,10 +91,16 @@ func decode(data, key []byte) (document, error) {
 		if f.Integrity != "" {
 			return document{}, corrupt("the store file has version %d, which has no integrity tag, but carries one", legacyVersion)
 		}
+		if f.hasGeneration {
+			return document{}, corrupt("the store file has version %d, which has no generation, but carries one", legacyVersion)
+		}
 	default:
 		return document{}, corrupt("the store file has version %d, want %d", f.Version, storeVersion)
 	}
-	var doc document
+	if f.hasGeneration && f.Generation == 0 {
+		return document{}, corrupt("the store file's generation is 0; written generations start at 1")
+	}
+	doc := document{Generation: f.Generation}
 	if len(f.Capabilities) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(f.Capabilities))
 		dec.DisallowUnknownFields()
@@ -145,6 +161,9 @@ func decodeTop(data []byte) (storeFileJSON, error) {
 			err = json.Unmarshal(raw, &f.Version)
 		case "capabilities":
 			f.Capabilities = raw
+		case "generation":
+			err = json.Unmarshal(raw, &f.Generation)
+			f.hasGeneration = true
 		case "integrity":
 			err = json.Unmarshal(raw, &f.Integrity)
 		default:
@@ -173,23 +192,31 @@ func verify(f storeFileJSON, key []byte) error {
 	if err := json.Compact(&caps, f.Capabilities); err != nil {
 		return corrupt("the store file is not valid: %v", err)
 	}
-	if !hmac.Equal(seal(key, f.Version, caps.Bytes()), tag) {
+	if !hmac.Equal(seal(key, f.Version, f.Generation, caps.Bytes()), tag) {
 		return corrupt("the store file's integrity check fails against the key file: " +
 			"one of them is damaged, or they are not from the same copy of the credential directory")
 	}
 	return nil
 }
 
-// seal returns the integrity tag of a store file's version and compacted
-// capabilities.
-func seal(key []byte, version int, capabilities []byte) []byte {
+// seal returns the integrity tag of a store file's version, generation (0:
+// none, as in files written before generations existed) and compacted
+// capabilities. A generation is written as its decimal digits and a NUL;
+// the capabilities start with '[', so no input without a generation is
+// also one with a generation.
+func seal(key []byte, version int, generation uint64, capabilities []byte) []byte {
 	h := hmac.New(sha256.New, key)
 	fmt.Fprintf(h, "%s%d\x00", integrityDomain, version)
+	if generation != 0 {
+		fmt.Fprintf(h, "%d\x00", generation)
+	}
 	h.Write(capabilities)
 	return h.Sum(nil)
 }
 
-// encode returns the store file for doc, sealed with the store's key. It
+// encode returns the store file for doc, sealed with the store's key. A
+// document at generation 0 is written without one, as it was read; writers
+// always write a generation of at least 1. It
 // reads the result back before returning it, so that a store this build
 // cannot verify is never written.
 func (s *Store) encode(doc document) ([]byte, error) {
@@ -202,8 +229,9 @@ func (s *Store) encode(doc document) ([]byte, error) {
 	}
 	data, err := json.MarshalIndent(storeFileJSON{
 		Version:      storeVersion,
+		Generation:   doc.Generation,
 		Capabilities: caps,
-		Integrity:    hex.EncodeToString(seal(s.key, storeVersion, caps)),
+		Integrity:    hex.EncodeToString(seal(s.key, storeVersion, doc.Generation, caps)),
 	}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("capability: encoding the store: %w", err)

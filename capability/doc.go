@@ -99,8 +99,29 @@
 //
 // The tag proves that the store file was written with this key, not that it
 // is the newest such file: a store file replaced by an older copy of itself
-// (from a backup or a snapshot) is authentic and opens. Capabilities revoked
-// since that copy work again, and those created since are gone. Noticing it
-// would need a counter kept outside the directory. Nor is the tag a defence
+// (from a backup or a snapshot) is authentic. Nor is the tag a defence
 // against someone who can write the directory: they can read the key.
+//
+// # Generations and the anchor
+//
+// Freshness comes from a counter kept outside the directory. Every write
+// stores a generation one higher than the file it replaces ("generation",
+// covered by the tag; a file written before generations existed reads as
+// generation 0). Open with an Anchor (Options.Anchor; riffdb keeps it in
+// each database's directory, see primary.ReadCredentialAnchor) compares the
+// store with the highest generation the anchor recorded: a store below it is
+// refused with ErrRolledBack, one above it raises it. Every write raises it
+// too, under the store's lock, so the offline CLI and a running server keep
+// it alike. A running store also keeps its own floor, the highest
+// generation it has read or written: a store file put back below the floor
+// or the anchor fails every Authenticate with ErrRolledBack (fail closed,
+// as for a damaged store) instead of being read. AcceptRestored is the
+// operator's explicit way back: it lowers the anchor to the store's
+// generation and records from which generation it was lowered, which
+// Accepted reports (the server logs it) until the next write.
+//
+// The anchor is only as fresh as its last write: a place it gained after
+// the last write (a new database, one restored from a backup) holds nothing
+// until the next write or RecordGeneration. A write whose anchor could not
+// be raised is saved and reported (ErrNotAnchored).
 package capability

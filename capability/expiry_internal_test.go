@@ -33,7 +33,7 @@ func TestStoreWithoutExpiryOpens(t *testing.T) {
 	caps := fmt.Sprintf(`[{"id":"0123456789abcdef","name":"old","permissions":["read_health"],"database":"",`+
 		`"created_at":"2020-01-02T03:04:05Z","revoked":false,"token_hash":"%x"}]`, h.Sum(nil))
 	file := fmt.Sprintf("{\n  \"version\": 2,\n  \"capabilities\": %s,\n  \"integrity\": %q\n}\n",
-		caps, hex.EncodeToString(seal(key, storeVersion, []byte(caps))))
+		caps, hex.EncodeToString(seal(key, storeVersion, 0, []byte(caps))))
 	for name, data := range map[string][]byte{keyFile: key, storeFile: []byte(file)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
@@ -67,7 +67,7 @@ func TestDecodeRefusesExpiryBeforeCreation(t *testing.T) {
 	caps := []byte(`[{"id":"0123456789abcdef","name":"","permissions":["read_health"],"database":"",` +
 		`"created_at":"2030-01-01T00:00:00Z","revoked":false,"expires_at":"2029-01-01T00:00:00Z","token_hash":"` +
 		hex.EncodeToString(make([]byte, sha256.Size)) + `"}]`)
-	file := fmt.Sprintf(`{"version":2,"capabilities":%s,"integrity":%q}`, caps, hex.EncodeToString(seal(s.key, storeVersion, caps)))
+	file := fmt.Sprintf(`{"version":2,"capabilities":%s,"integrity":%q}`, caps, hex.EncodeToString(seal(s.key, storeVersion, 0, caps)))
 	if _, err := decode([]byte(file), s.key); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("decode: err = %v, want ErrCorrupt", err)
 	}

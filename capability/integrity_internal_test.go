@@ -60,7 +60,7 @@ func TestEncodingRoundTripIsByteStable(t *testing.T) {
 		t.Fatalf("round trip changed the store file:\n%s\nbecame\n%s", data, again)
 	}
 	// And the cache a write starts from encodes the same way.
-	if again, err = s.encode(document{Capabilities: s.records}); err != nil || !bytes.Equal(again, data) {
+	if again, err = s.encode(document{Generation: s.generation, Capabilities: s.records}); err != nil || !bytes.Equal(again, data) {
 		t.Fatalf("the cached records encode differently (%v):\n%s", err, again)
 	}
 }
@@ -138,7 +138,7 @@ func TestSealSeparatesDomains(t *testing.T) {
 	if bytes.ContainsRune([]byte(TokenPrefix), 0) || !bytes.ContainsRune([]byte(integrityDomain), 0) {
 		t.Fatal("the integrity domain must contain a NUL byte and tokens none")
 	}
-	if bytes.Equal(seal(key, storeVersion, []byte("[]")), seal(key, legacyVersion, []byte("[]"))) {
+	if bytes.Equal(seal(key, storeVersion, 0, []byte("[]")), seal(key, legacyVersion, 0, []byte("[]"))) {
 		t.Fatal("the tag does not cover the version")
 	}
 }

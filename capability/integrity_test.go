@@ -302,10 +302,10 @@ func TestLegacyStoreFile(t *testing.T) {
 
 // TestOlderStoreFileOpens replaces the store file by an older copy of
 // itself. The copy is authentic (sealed with the same key), only older, so
-// the integrity tag cannot tell it from the current file and it opens. This
-// is a known limit: a capability revoked after the copy was taken works
-// again, and one created after it is gone. Detecting it would need a
-// monotonic counter kept outside the directory.
+// the integrity tag cannot tell it from the current file, and without an
+// anchor it opens: a capability revoked after the copy was taken works
+// again, and one created after it is gone. riffdb always opens the store
+// with an anchor, which refuses the copy (TestRolledBackStoreIsRefusedAtOpen).
 func TestOlderStoreFileOpens(t *testing.T) {
 	s, b := setup(t)
 	tokOld, old, err := s.Create("old", []capability.Permission{capability.ReadHealth}, "")

@@ -21,4 +21,8 @@ type Options struct {
 	// RefreshInterval bounds how often Authenticate stats the store file
 	// (default DefaultRefreshInterval).
 	RefreshInterval time.Duration
+	// Anchor keeps the store's generation outside its directory (default:
+	// none). With it, Open refuses a store older than the anchor
+	// (ErrRolledBack), and every write raises it.
+	Anchor Anchor
 }

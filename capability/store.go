@@ -52,11 +52,18 @@ type Store struct {
 	every   time.Duration
 	compare func(a, b []byte) bool // hmac.Equal; tests observe it
 
-	mu        sync.Mutex
-	records   []record
-	ident     fileIdent
-	lastCheck time.Time
-	reads     int // store-file reads, for tests
+	// anchor keeps the generation outside the directory (nil: none); see
+	// anchor.go. It is set once Open has checked the store against it.
+	anchor Anchor
+
+	mu         sync.Mutex
+	records    []record
+	generation uint64 // the generation of records
+	floor      uint64 // the lowest generation the store may be read at; see admit
+	accepted   Acceptance
+	ident      fileIdent
+	lastCheck  time.Time
+	reads      int // store-file reads, for tests
 }
 
 // Open opens the credential store in dir, creating dir (mode 0700) and, on
@@ -68,8 +75,15 @@ func Open(dir string) (*Store, error) {
 	return OpenWith(dir, Options{})
 }
 
-// OpenWith is Open with options.
+// OpenWith is Open with options. With o.Anchor it refuses a store older
+// than its anchor with ErrRolledBack (see the package documentation).
 func OpenWith(dir string, o Options) (*Store, error) {
+	return open(dir, o, false)
+}
+
+// open opens the store; accept lowers the anchor to a rolled-back store's
+// generation instead of refusing it (AcceptRestored).
+func open(dir string, o Options, accept bool) (*Store, error) {
 	s := &Store{
 		dir:     dir,
 		now:     clock.Or(o.Clock).Now,
@@ -83,7 +97,10 @@ func OpenWith(dir string, o Options) (*Store, error) {
 		if err := s.initialize(); err != nil {
 			return err
 		}
-		return s.reload()
+		if err := s.reload(); err != nil {
+			return err
+		}
+		return s.checkAnchor(o.Anchor, accept)
 	})
 	if err != nil {
 		return nil, err
@@ -149,7 +166,7 @@ func (s *Store) initialize() error {
 	// so a crash in between leaves an empty store without a key, which the
 	// next Open re-keys and completes.
 	s.key = key
-	if err := s.write(document{Capabilities: []record{}}); err != nil {
+	if err := s.write(document{Generation: 1, Capabilities: []record{}}); err != nil {
 		s.key = nil
 		return err
 	}
@@ -160,8 +177,9 @@ func (s *Store) initialize() error {
 	return nil
 }
 
-// reload reads the store file unconditionally and replaces the cache. The
-// caller holds s.mu or has exclusive access.
+// reload reads the store file unconditionally and replaces the cache, unless
+// the file is older than the store may be read at (admit). The caller holds
+// s.mu or has exclusive access.
 func (s *Store) reload() error {
 	data, ident, err := readPrivate(filepath.Join(s.dir, storeFile), "store file")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -175,7 +193,10 @@ func (s *Store) reload() error {
 	if err != nil {
 		return err
 	}
-	s.records = doc.Capabilities
+	if err := s.admit(doc.Generation); err != nil {
+		return err
+	}
+	s.records, s.generation = doc.Capabilities, doc.Generation
 	s.ident = ident
 	return nil
 }
@@ -221,7 +242,7 @@ func (s *Store) mutate(f func(doc *document) error) error {
 		if err := s.reload(); err != nil {
 			return err
 		}
-		doc := document{Capabilities: slices.Clone(s.records)}
+		doc := document{Generation: s.generation + 1, Capabilities: slices.Clone(s.records)}
 		if err := f(&doc); err != nil {
 			return err
 		}
@@ -235,8 +256,9 @@ func (s *Store) mutate(f func(doc *document) error) error {
 			s.ident = fileIdent{}
 			return err
 		}
-		s.records, s.ident, s.lastCheck = doc.Capabilities, ident, s.now()
-		return nil
+		s.records, s.generation, s.ident, s.lastCheck = doc.Capabilities, doc.Generation, ident, s.now()
+		s.floor = max(s.floor, doc.Generation)
+		return s.raiseAnchor(doc.Generation)
 	})
 }
 

@@ -39,3 +39,15 @@ func (*Store) Revoke(string) error { return errUnsupportedPlatform }
 
 // Authenticate refuses on this platform.
 func (*Store) Authenticate(string) (Capability, error) { return Capability{}, errUnsupportedPlatform }
+
+// AcceptRestored refuses on this platform.
+func AcceptRestored(string, Options) (*Store, error) { return nil, errUnsupportedPlatform }
+
+// Generation returns 0 on this platform.
+func (*Store) Generation() uint64 { return 0 }
+
+// Accepted returns no acceptance on this platform.
+func (*Store) Accepted() Acceptance { return Acceptance{} }
+
+// RecordGeneration refuses on this platform.
+func (*Store) RecordGeneration() error { return errUnsupportedPlatform }

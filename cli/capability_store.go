@@ -10,6 +10,7 @@ import (
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/server"
 )
 
 // loadCapabilityConfig loads the configuration named by --config for the
@@ -28,7 +29,7 @@ func loadCapabilityConfig(path string) (*config.Config, error) {
 // openCapabilityStore opens the configuration's credential store, creating
 // it if needed. Errors name the problem, never the path.
 func openCapabilityStore(c *config.Config) (*capability.Store, error) {
-	s, err := capability.Open(c.Server.CredentialPath)
+	s, err := capability.OpenWith(c.Server.CredentialPath, capability.Options{Anchor: server.NewCredentialAnchor(c)})
 	if err != nil {
 		return nil, capabilityStoreError(err)
 	}
@@ -58,6 +59,10 @@ func capabilityStoreError(err error) error {
 	switch {
 	case errors.Is(err, capability.ErrInsecure):
 		return Local("credentials_insecure", "%v (credential_path must be a 0700 directory of 0600 files owned by this user)", err)
+	case errors.Is(err, capability.ErrRolledBack):
+		return Local("credentials_rolled_back", "%v", err)
+	case errors.Is(err, capability.ErrNotAnchored):
+		return Local("credentials_not_anchored", "%v", pathless.Error(err))
 	case errors.Is(err, capability.ErrCorrupt):
 		return Local("credentials_corrupt", "%v", err)
 	default:

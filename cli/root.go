@@ -68,6 +68,7 @@ func NewRootCommand() *cobra.Command {
 			newCapabilityCreateCommand(),
 			newCapabilityListCommand(),
 			newCapabilityRevokeCommand(),
+			newCapabilityAcceptRestoredCommand(),
 		),
 		group("outbox", "Outbox tools",
 			group("archive", "The durable local outbox archive",

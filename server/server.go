@@ -136,11 +136,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 // abandon can close exactly what was opened.
 func (s *Server) open(ctx context.Context) *StartupError {
 	cfg := s.cfg
-	creds, err := capability.Open(cfg.Server.CredentialPath)
+	creds, err := capability.OpenWith(cfg.Server.CredentialPath, capability.Options{Anchor: NewCredentialAnchor(cfg)})
 	if err != nil {
 		return newStartupError(cfg, "server.credential_path: the credential store cannot be opened", err, ErrCredentials)
 	}
 	s.creds = creds
+	s.logAcceptedCredentials()
 	archives := 0
 	for _, dc := range cfg.Databases {
 		if dc.Outbox != nil {
@@ -171,6 +172,10 @@ func (s *Server) open(ctx context.Context) *StartupError {
 			return err
 		}
 		s.dbs = append(s.dbs, d)
+	}
+	// A database created just now has no anchor yet.
+	if err := creds.RecordGeneration(); err != nil {
+		return newStartupError(cfg, "server.credential_path: the credential store's generation cannot be recorded", err, ErrCredentials)
 	}
 	if err := context.Cause(ctx); err != nil {
 		return interrupted(err)
