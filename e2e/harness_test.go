@@ -323,8 +323,14 @@ func (p *proc) do(ctx context.Context, method, path, token string, body []byte) 
 	return resp.StatusCode, b, err
 }
 
+// command runs one command; an empty key sends none (an empty key is
+// refused: invalid_idempotency_key).
 func (p *proc) command(ctx context.Context, token, name string, input any, key string) (int, commandResp, []byte, error) {
-	body, _ := json.Marshal(map[string]any{"input": input, "idempotency_key": key})
+	req := map[string]any{"input": input}
+	if key != "" {
+		req["idempotency_key"] = key
+	}
+	body, _ := json.Marshal(req)
 	code, b, err := p.do(ctx, http.MethodPost, "/v1/databases/default/commands/"+name, token, body)
 	var r commandResp
 	if err == nil && code == http.StatusOK {

@@ -29,6 +29,7 @@ import (
 	"github.com/riffdb/riffdb/internal/procs"
 	"github.com/riffdb/riffdb/internal/walfill"
 	"github.com/riffdb/riffdb/outbox"
+	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/telemetry"
 )
 
@@ -137,6 +138,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 func (s *Server) open(ctx context.Context) *StartupError {
 	cfg := s.cfg
 	creds, err := capability.OpenWith(cfg.Server.CredentialPath, capability.Options{Anchor: NewCredentialAnchor(cfg)})
+	if errors.Is(err, primary.ErrCorrupt) {
+		// A database's credential anchor is damaged: damage to the
+		// database directory, refused as such (database_corrupt).
+		return newStartupError(cfg, "the credential store cannot be checked against its anchors", err, ErrDatabase, primary.ErrCorrupt)
+	}
 	if err != nil {
 		return newStartupError(cfg, "server.credential_path: the credential store cannot be opened", err, ErrCredentials)
 	}
