@@ -81,19 +81,16 @@ func TestConnectionLimitsComeFromTheDescriptorLimit(t *testing.T) {
 	}
 }
 
-// TestConnectionsBeyondTheCapAreClosed holds the API's cap of idle
-// connections: the next client is disconnected at once (not left in the
-// backlog), and is served again as soon as one held connection goes.
+// TestConnectionsBeyondTheCapAreClosed holds the API's cap of
+// authenticated keep-alive connections: the next client is disconnected at
+// once (not left in the backlog), and is served again as soon as one held
+// connection goes. Idle connections that never authenticated do not keep
+// a newcomer out: the oldest is closed to make room.
 func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 	s, token := startDev(t, func(c *config.Config) { c.Server.MaxConnections, c.Server.MetricsMaxConnections = 4, 2 })
 	var held []net.Conn
-	for range 4 {
-		c, err := net.Dial("tcp", s.APIAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
+	for i := range 4 {
+		held = append(held, authenticatedConn(t, s.APIAddr(), fmt.Sprintf("127.0.0.%d", 1+i), token))
 	}
 	waitActive(t, s.apiLimit, 4)
 	c, err := net.Dial("tcp", s.APIAddr())
@@ -105,12 +102,15 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 		t.Fatalf("a connection over the cap was not closed: %v", err)
 	}
 	c.Close()
-	if got := s.apiLimit.Rejected(); got < 1 {
+	if got := s.apiLimit.Stats().RejectedListenerCap; got < 1 {
 		t.Fatalf("rejected = %d", got)
 	}
 	body := scrapeMetrics(t, s)
 	for _, want := range []string{`riffdb_server_connections{riffdb_listener="api"} 4`, `riffdb_server_connections_limit{riffdb_listener="api"} 4`,
-		`riffdb_server_connections_rejected_total{riffdb_listener="api"} 1`, `riffdb_server_connections_limit{riffdb_listener="metrics"} 2`} {
+		`riffdb_server_connections_rejected_total{riffdb_listener="api",riffdb_reason="listener_cap"} 1`,
+		`riffdb_server_connections_rejected_total{riffdb_listener="api",riffdb_reason="peer_cap"} 0`,
+		`riffdb_server_connections_evicted_total{riffdb_listener="api"} 0`,
+		`riffdb_server_connections_limit{riffdb_listener="metrics"} 2`} {
 		if !strings.Contains(body, "\n"+want+"\n") {
 			t.Errorf("the scrape lacks %s", want)
 		}
@@ -121,19 +121,59 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("after a slot freed: %d", code)
 	}
-	// The metrics listener has its own cap.
+	// The metrics listener has its own cap. Its connections never
+	// authenticate, so a scrape closes the longest idle one and is served.
 	waitActive(t, s.metricsLimit, 0)
+	var idle []net.Conn
 	for range 2 {
 		m, err := net.Dial("tcp", s.MetricsAddr())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer m.Close()
+		idle = append(idle, m)
 	}
 	waitActive(t, s.metricsLimit, 2)
-	if _, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + s.MetricsAddr() + "/metrics"); err == nil {
-		t.Fatal("a scrape over the metrics cap was served")
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + s.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatalf("a scrape over a cap of idle connections: %v", err)
 	}
+	resp.Body.Close()
+	if !closedByServer(idle[0]) {
+		t.Fatal("the oldest idle metrics connection was kept")
+	}
+	if got := s.metricsLimit.Stats().Evicted; got != 1 {
+		t.Fatalf("metrics evicted = %d", got)
+	}
+}
+
+// authenticatedConn opens a connection to addr from the loopback address
+// from, sends one authenticated request on it and returns it, kept alive.
+func authenticatedConn(t *testing.T, addr, from, token string) net.Conn {
+	t.Helper()
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", token)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("an authenticated request: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	return c
+}
+
+// closedByServer reports whether the server closed c within 10 s.
+func closedByServer(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	return err != nil && !isTimeout(err)
 }
 
 func isTimeout(err error) bool {

@@ -198,8 +198,8 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	if s.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 		return newStartupError(cfg, "server.metrics_listen: cannot listen", err, ErrListen)
 	}
-	s.apiLimit = connlimit.New(s.apiLn, "api", apiMax, s.log)
-	s.metricsLimit = connlimit.New(s.metricsLn, "metrics", metricsMax, s.log)
+	s.apiLimit = connlimit.New(s.apiLn, connlimit.Options{Name: "api", Max: apiMax, Logger: s.log})
+	s.metricsLimit = connlimit.New(s.metricsLn, connlimit.Options{Name: "metrics", Max: metricsMax, Logger: s.log})
 	if err := s.registerConnectionMetrics(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
 	}
@@ -220,7 +220,8 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	// scraper keeps its connection alive between scrapes (the usual 15 s to
 	// 1 min interval), anything idle longer is closed.
 	s.metrics = &http.Server{
-		Handler:           mmux,
+		Handler:           markRequests(mmux),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10,
 		ErrorLog: newErrorLog(s.log, "metrics"),
