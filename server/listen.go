@@ -42,6 +42,11 @@ const (
 	minAPIConnections            = 8
 	minMetricsConnections        = 2
 
+	// minDerivedPeerConnections is the least API connections one client
+	// address may hold by default: a client's pool of keep-alive
+	// connections plus fresh ones for its next requests.
+	minDerivedPeerConnections = 32
+
 	// maxConnectionAge bounds how long one keep-alive connection is reused:
 	// past it the server answers with "Connection: close".
 	maxConnectionAge = 10 * time.Minute
@@ -70,6 +75,20 @@ func connectionLimits(cfg *config.Config, nofile uint64) (api, metrics int, err 
 			nofile, budget, reserve, len(cfg.Databases), api, metrics, api+metrics)
 	}
 	return api, metrics, nil
+}
+
+// peerLimit returns the API's per-peer cap for cfg and the API's cap api:
+// server.max_connections_per_peer, or, for 0, a sixteenth of api, at least
+// minDerivedPeerConnections; never more than api. A sixteenth leaves a
+// client address room for a large pool while no single address can hold
+// the listener: past its cap, its own idle unauthenticated connections
+// make room for its new ones, and its authenticated ones are capped.
+func peerLimit(cfg *config.Config, api int) int {
+	n := cfg.Server.MaxConnectionsPerPeer
+	if n == 0 {
+		n = max(minDerivedPeerConnections, api/16)
+	}
+	return min(n, api)
 }
 
 // connStartKey is the context key under which connContext records when a

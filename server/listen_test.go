@@ -75,6 +75,14 @@ func TestConnectionLimitsComeFromTheDescriptorLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "server.max_connections (5000)") {
 		t.Errorf("explicit cap over the limit: %v", err)
 	}
+	// The per-peer cap: a sixteenth of the API's, at least 32, never more
+	// than the API's; or as configured.
+	for _, tc := range []struct{ perPeer, api, want int }{{0, 4096, 256}, {0, 56, 32}, {0, 8, 8}, {5, 4096, 5}, {100, 50, 50}} {
+		cfg := &config.Config{Server: config.Server{MaxConnectionsPerPeer: tc.perPeer}}
+		if got := peerLimit(cfg, tc.api); got != tc.want {
+			t.Errorf("per-peer cap for %d of %d: %d, want %d", tc.perPeer, tc.api, got, tc.want)
+		}
+	}
 	explicit := &config.Config{Databases: make([]config.Database, 1), Server: config.Server{MaxConnections: 10, MetricsMaxConnections: 3}}
 	if api, metrics, err := connectionLimits(explicit, 4096); api != 10 || metrics != 3 || err != nil {
 		t.Errorf("explicit caps: %d, %d, %v", api, metrics, err)
@@ -169,9 +177,10 @@ func authenticatedConn(t *testing.T, addr, from, token string) net.Conn {
 	return c
 }
 
-// closedByServer reports whether the server closed c within 10 s.
+// closedByServer reports whether the server closed c within 2 s, well
+// before the 5 s header timeout would close an idle connection anyway.
 func closedByServer(c net.Conn) bool {
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	_, err := c.Read(make([]byte, 1))
 	return err != nil && !isTimeout(err)
 }

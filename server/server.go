@@ -198,7 +198,7 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	if s.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 		return newStartupError(cfg, "server.metrics_listen: cannot listen", err, ErrListen)
 	}
-	s.apiLimit = connlimit.New(s.apiLn, connlimit.Options{Name: "api", Max: apiMax, Logger: s.log})
+	s.apiLimit = connlimit.New(s.apiLn, connlimit.Options{Name: "api", Max: apiMax, MaxPerPeer: peerLimit(cfg, apiMax), Logger: s.log})
 	s.metricsLimit = connlimit.New(s.metricsLn, connlimit.Options{Name: "metrics", Max: metricsMax, Logger: s.log})
 	if err := s.registerConnectionMetrics(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
@@ -276,7 +276,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.serve(s.metrics, s.metricsLimit, "metrics")
 	s.log.Info("riffdb ready", zap.String("listen", s.APIAddr()), zap.String("metrics_listen", s.MetricsAddr()),
 		zap.Bool("tls", tlsOn), zap.Int64("max_connections", s.apiLimit.Max()),
-		zap.Int64("metrics_max_connections", s.metricsLimit.Max()),
+		zap.Int64("max_connections_per_peer", s.apiLimit.MaxPerPeer()), zap.Int64("metrics_max_connections", s.metricsLimit.Max()),
 		zap.String("mode", s.cfg.Server.Mode), zap.Int("databases", len(s.dbs)))
 	return nil
 }
