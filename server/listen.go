@@ -47,6 +47,10 @@ const (
 	// connections plus fresh ones for its next requests.
 	minDerivedPeerConnections = 32
 
+	// apiHeaderTimeout bounds how long the API waits for a request's
+	// headers, and for a new connection's first request (HTTP/2 too).
+	apiHeaderTimeout = 5 * time.Second
+
 	// maxConnectionAge bounds how long one keep-alive connection is reused:
 	// past it the server answers with "Connection: close".
 	maxConnectionAge = 10 * time.Minute

@@ -198,7 +198,12 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	if s.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 		return newStartupError(cfg, "server.metrics_listen: cannot listen", err, ErrListen)
 	}
-	s.apiLimit = connlimit.New(s.apiLn, connlimit.Options{Name: "api", Max: apiMax, MaxPerPeer: peerLimit(cfg, apiMax), Logger: s.log})
+	// A connection must start its first request within the header
+	// timeout of its arrival. HTTP/1 needs no help (ReadHeaderTimeout);
+	// net/http's HTTP/2 server has no first-request timeout and keeps a
+	// connection that sent only its preface for the whole IdleTimeout.
+	s.apiLimit = connlimit.New(s.apiLn, connlimit.Options{Name: "api", Max: apiMax, MaxPerPeer: peerLimit(cfg, apiMax),
+		FirstRequest: apiHeaderTimeout, Logger: s.log})
 	s.metricsLimit = connlimit.New(s.metricsLn, connlimit.Options{Name: "metrics", Max: metricsMax, Logger: s.log})
 	if err := s.registerConnectionMetrics(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
@@ -210,7 +215,7 @@ func (s *Server) open(ctx context.Context) *StartupError {
 		Handler:           s.keepAlive(traceContextGate(cfg.Telemetry.TrustTraceContext, commandAuthenticator(s.creds), api)),
 		TLSConfig:         tlsConfig,
 		ConnContext:       connContext,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		ReadHeaderTimeout: apiHeaderTimeout, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: newErrorLog(s.log, "api"),
 	}
