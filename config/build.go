@@ -81,15 +81,19 @@ func (r *rawServer) build(s *Server) error {
 	s.Mode, s.Listen, s.MetricsListen, s.CredentialPath = r.Mode, r.Listen, r.MetricsListen, r.CredentialPath
 	s.TLSCertPath, s.TLSKeyPath, s.AllowInsecureListen = r.TLSCertPath, r.TLSKeyPath, r.AllowInsecureListen
 	for _, o := range []struct {
-		name string
-		raw  *int64
-		dst  *int
-	}{{"server.max_connections", r.MaxConnections, &s.MaxConnections}, {"server.metrics_max_connections", r.MetricsMaxConnections, &s.MetricsMaxConnections}} {
+		name, zero string
+		raw        *int64
+		dst        *int
+	}{
+		{"server.max_connections", "the descriptor limit", r.MaxConnections, &s.MaxConnections},
+		{"server.metrics_max_connections", "the descriptor limit", r.MetricsMaxConnections, &s.MetricsMaxConnections},
+		{"server.max_connections_per_peer", "server.max_connections", r.MaxConnectionsPerPeer, &s.MaxConnectionsPerPeer},
+	} {
 		if o.raw == nil {
 			continue
 		}
 		if *o.raw < 0 || *o.raw > MaxConnectionsLimit {
-			return invalidf("%s must be between 0 (derived from the descriptor limit) and %d", o.name, MaxConnectionsLimit)
+			return invalidf("%s must be between 0 (derived from %s) and %d", o.name, o.zero, MaxConnectionsLimit)
 		}
 		*o.dst = int(*o.raw)
 	}

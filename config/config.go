@@ -108,6 +108,13 @@ type Server struct {
 	// the process's descriptor limit at startup (see the server package).
 	MaxConnections        int
 	MetricsMaxConnections int
+	// MaxConnectionsPerPeer caps the API connections one client address
+	// (an IPv4 address, an IPv6 /64) keeps open
+	// (server.max_connections_per_peer). 0, the default, is a sixteenth
+	// of the API's cap, at least 32; a value above the API's cap means
+	// the whole cap. A reverse proxy on the same host is one address: give
+	// it the whole cap.
+	MaxConnectionsPerPeer int
 	// ShutdownGrace is how long in-flight requests may run after the first
 	// SIGINT/SIGTERM (server.shutdown_grace, a Go duration such as "10s").
 	ShutdownGrace time.Duration

@@ -350,6 +350,9 @@ contract = "/srv/secret-contract.toml"
 		{"same listeners", withSingle("[server]", "[server]\nlisten = \"127.0.0.1:8000\"\nmetrics_listen = \"127.0.0.1:8000\""), "server.metrics_listen must differ from server.listen"},
 		{"negative max connections", withSingle("[server]", "[server]\nmax_connections = -1"), "server.max_connections must be between 0"},
 		{"huge metrics connections", withSingle("[server]", "[server]\nmetrics_max_connections = 99999999999"), "server.metrics_max_connections must be between 0"},
+		{"negative connections per peer", withSingle("[server]", "[server]\nmax_connections_per_peer = -1"), "server.max_connections_per_peer must be between 0"},
+		{"connections per peer over the cap", withSingle("[server]", "[server]\nmax_connections = 10\nmax_connections_per_peer = 11"),
+			"server.max_connections_per_peer (11) must not exceed server.max_connections (10)"},
 		{"bad shutdown grace", withSingle("[server]", "[server]\nshutdown_grace = \"ten\""), "server.shutdown_grace must be a duration"},
 		{"negative shutdown grace", withSingle("[server]", "[server]\nshutdown_grace = \"-1s\""), "server.shutdown_grace must be between"},
 		{"numeric shutdown grace", withSingle("[server]", "[server]\nshutdown_grace = 10"), `option "server.shutdown_grace" must be a duration string`},
@@ -581,11 +584,12 @@ func TestParseHardeningOptions(t *testing.T) {
 listen = "0.0.0.0:7420"
 max_connections = 100
 metrics_max_connections = 7
+max_connections_per_peer = 100
 shutdown_grace = "1m30s"
 tls_cert_path = "/etc/secret-cert"
 tls_key_path = "/etc/secret-key"`)+"[telemetry]\ntrust_trace_context = false\nhonor_sampled_parent = true\n")
 	s := c.Server
-	if s.MaxConnections != 100 || s.MetricsMaxConnections != 7 || s.ShutdownGrace != 90*time.Second ||
+	if s.MaxConnections != 100 || s.MetricsMaxConnections != 7 || s.MaxConnectionsPerPeer != 100 || s.ShutdownGrace != 90*time.Second ||
 		s.TLSCertPath != "/etc/secret-cert" || s.TLSKeyPath != "/etc/secret-key" || s.AllowInsecureListen {
 		t.Fatalf("Server = %+v", s)
 	}

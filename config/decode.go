@@ -33,6 +33,7 @@ type rawServer struct {
 	CredentialPath        string  `toml:"credential_path"`
 	MaxConnections        *int64  `toml:"max_connections"`
 	MetricsMaxConnections *int64  `toml:"metrics_max_connections"`
+	MaxConnectionsPerPeer *int64  `toml:"max_connections_per_peer"`
 	ShutdownGrace         *string `toml:"shutdown_grace"`
 	TLSCertPath           string  `toml:"tls_cert_path"`
 	TLSKeyPath            string  `toml:"tls_key_path"`
@@ -388,7 +389,7 @@ var scalarTypes = map[string]string{
 	"backup_keep": "an integer", "backup_reserve_bytes": "an integer", "backup_min_interval": `a duration string such as "1m"`,
 	"kind": "a string", "directory": "a string", "quota_encoded_bytes": "an integer",
 	"log_level": "a string", "otlp_endpoint": "a string", "trace_sample_ratio": "a number",
-	"max_connections": "an integer", "metrics_max_connections": "an integer",
+	"max_connections": "an integer", "metrics_max_connections": "an integer", "max_connections_per_peer": "an integer",
 	"shutdown_grace": `a duration string such as "10s"`, "tls_cert_path": "a string", "tls_key_path": "a string",
 	"allow_insecure_listen": "a boolean", "memory_budget_bytes": "an integer", "scrub_pages_per_second": "an integer", "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
 }

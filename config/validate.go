@@ -70,6 +70,12 @@ func (c *Config) validateServer() error {
 	if s.MetricsMaxConnections < 0 || s.MetricsMaxConnections > MaxConnectionsLimit {
 		return invalidf("server.metrics_max_connections must be between 0 (derived from the descriptor limit) and %d", MaxConnectionsLimit)
 	}
+	if s.MaxConnectionsPerPeer < 0 || s.MaxConnectionsPerPeer > MaxConnectionsLimit {
+		return invalidf("server.max_connections_per_peer must be between 0 (derived from server.max_connections) and %d", MaxConnectionsLimit)
+	}
+	if s.MaxConnections > 0 && s.MaxConnectionsPerPeer > s.MaxConnections {
+		return invalidf("server.max_connections_per_peer (%d) must not exceed server.max_connections (%d)", s.MaxConnectionsPerPeer, s.MaxConnections)
+	}
 	if s.MemoryBudgetBytes != 0 && (s.MemoryBudgetBytes < MinMemoryBudgetBytes || s.MemoryBudgetBytes > MaxMemoryBudgetBytes) {
 		return invalidf("server.memory_budget_bytes must be 0 (the default, %d) or between %d and %d",
 			int64(DefaultMemoryBudgetBytes), int64(MinMemoryBudgetBytes), int64(MaxMemoryBudgetBytes))

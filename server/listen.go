@@ -43,6 +43,15 @@ const (
 	minAPIConnections            = 8
 	minMetricsConnections        = 2
 
+	// minDerivedPeerConnections is the least API connections one client
+	// address may hold by default: a client's pool of keep-alive
+	// connections plus fresh ones for its next requests.
+	minDerivedPeerConnections = 32
+
+	// apiHeaderTimeout bounds how long the API waits for a request's
+	// headers, and for a new connection's first request (HTTP/2 too).
+	apiHeaderTimeout = 5 * time.Second
+
 	// maxConnectionAge bounds how long one keep-alive connection is reused:
 	// past it the server answers with "Connection: close".
 	maxConnectionAge = 10 * time.Minute
@@ -73,12 +82,47 @@ func connectionLimits(cfg *config.Config, nofile uint64) (api, metrics int, err 
 	return api, metrics, nil
 }
 
-// connStartKey is the context key under which connContext records when a
-// connection was accepted.
-type connStartKey struct{}
+// peerLimit returns the API's per-peer cap for cfg and the API's cap api:
+// server.max_connections_per_peer, or, for 0, a sixteenth of api, at least
+// minDerivedPeerConnections; never more than api. A sixteenth leaves a
+// client address room for a large pool while no single address can hold
+// the listener: past its cap, its own idle unauthenticated connections
+// make room for its new ones, and its authenticated ones are capped.
+func peerLimit(cfg *config.Config, api int) int {
+	n := cfg.Server.MaxConnectionsPerPeer
+	if n == 0 {
+		n = max(minDerivedPeerConnections, api/16)
+	}
+	return min(n, api)
+}
 
-func connContext(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, connStartKey{}, time.Now())
+// connStartKey is the context key under which connContext records when a
+// connection was accepted; connKey the key of its *connlimit.Conn.
+type (
+	connStartKey struct{}
+	connKey      struct{}
+)
+
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(context.WithValue(ctx, connStartKey{}, time.Now()), connKey{}, connlimit.From(c))
+}
+
+// limitedConn returns the connection of r's context as its listener's
+// connlimit.Conn, or nil.
+func limitedConn(r *http.Request) *connlimit.Conn {
+	c, _ := r.Context().Value(connKey{}).(*connlimit.Conn)
+	return c
+}
+
+// markRequests tells the listener that a request started on its
+// connection: the connection has begun its first request (the
+// first-request timeout no longer applies) and is the last of the
+// unauthenticated ones to be closed to make room.
+func markRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limitedConn(r).RequestStarted()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // keepAlive lets a connection be reused only after a request that
@@ -90,13 +134,17 @@ func connContext(ctx context.Context, _ net.Conn) context.Context {
 // by pinging. It decides from the handler's status instead of
 // authenticating the token itself: the handlers already do, and a second
 // HMAC per request would be work done twice on the command path.
+//
+// A connection whose response it keeps alive (and that is not a 5xx) is
+// trusted by the listener's cap (connlimit.Conn.Trust): it is never closed
+// to make room for a newcomer, as unauthenticated connections are.
 func (s *Server) keepAlive(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return markRequests(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start, _ := r.Context().Value(connStartKey{}).(time.Time)
 		_, bearer := statsapi.BearerToken(r)
 		keep := bearer && authenticatingRoute(r) && (start.IsZero() || time.Since(start) <= maxConnectionAge)
-		next.ServeHTTP(&keepAliveWriter{ResponseWriter: w, keep: keep}, r)
-	})
+		next.ServeHTTP(&keepAliveWriter{ResponseWriter: w, keep: keep, conn: limitedConn(r)}, r)
+	}))
 }
 
 // authenticatingRoute reports whether r goes to a handler that
@@ -113,13 +161,17 @@ type keepAliveWriter struct {
 	http.ResponseWriter
 	keep  bool
 	wrote bool
+	conn  *connlimit.Conn // nil outside a connlimit.Listener
 }
 
 func (w *keepAliveWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.wrote = true
-		if !w.keep || code == http.StatusUnauthorized {
+		switch {
+		case !w.keep || code == http.StatusUnauthorized:
 			w.Header().Set("Connection", "close")
+		case code < http.StatusInternalServerError:
+			w.conn.Trust()
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -158,19 +210,27 @@ func (s *Server) registerConnectionMetrics() error {
 		return err
 	}
 	rejected, err := m.Int64ObservableCounter("riffdb.server.connections.rejected", metric.WithUnit("{connection}"),
-		metric.WithDescription("Connections closed on arrival because the listener was at its cap."))
+		metric.WithDescription("Connections closed on arrival because the listener (reason listener_cap) or their peer address (peer_cap) held its cap of authenticated connections."))
+	if err != nil {
+		return err
+	}
+	evicted, err := m.Int64ObservableCounter("riffdb.server.connections.evicted", metric.WithUnit("{connection}"),
+		metric.WithDescription("Unauthenticated connections closed to make room for a new one at the listener's or the peer's cap."))
 	if err != nil {
 		return err
 	}
 	s.connReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, l := range []*connlimit.Listener{s.apiLimit, s.metricsLimit} {
-			attrs := metric.WithAttributes(attrkey.Listener.String(l.Name()))
-			o.ObserveInt64(open, l.Active(), attrs)
-			o.ObserveInt64(limit, l.Max(), attrs)
-			o.ObserveInt64(rejected, l.Rejected(), attrs)
+			name := attrkey.Listener.String(l.Name())
+			st := l.Stats()
+			o.ObserveInt64(open, st.Active, metric.WithAttributes(name))
+			o.ObserveInt64(limit, l.Max(), metric.WithAttributes(name))
+			o.ObserveInt64(rejected, st.RejectedListenerCap, metric.WithAttributes(name, attrkey.Reason.String(connlimit.ReasonListenerCap)))
+			o.ObserveInt64(rejected, st.RejectedPeerCap, metric.WithAttributes(name, attrkey.Reason.String(connlimit.ReasonPeerCap)))
+			o.ObserveInt64(evicted, st.Evicted, metric.WithAttributes(name))
 		}
 		return nil
-	}, open, limit, rejected)
+	}, open, limit, rejected, evicted)
 	return err
 }
 

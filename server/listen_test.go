@@ -75,25 +75,30 @@ func TestConnectionLimitsComeFromTheDescriptorLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "server.max_connections (5000)") {
 		t.Errorf("explicit cap over the limit: %v", err)
 	}
+	// The per-peer cap: a sixteenth of the API's, at least 32, never more
+	// than the API's; or as configured.
+	for _, tc := range []struct{ perPeer, api, want int }{{0, 4096, 256}, {0, 56, 32}, {0, 8, 8}, {5, 4096, 5}, {100, 50, 50}} {
+		cfg := &config.Config{Server: config.Server{MaxConnectionsPerPeer: tc.perPeer}}
+		if got := peerLimit(cfg, tc.api); got != tc.want {
+			t.Errorf("per-peer cap for %d of %d: %d, want %d", tc.perPeer, tc.api, got, tc.want)
+		}
+	}
 	explicit := &config.Config{Databases: make([]config.Database, 1), Server: config.Server{MaxConnections: 10, MetricsMaxConnections: 3}}
 	if api, metrics, err := connectionLimits(explicit, 4096); api != 10 || metrics != 3 || err != nil {
 		t.Errorf("explicit caps: %d, %d, %v", api, metrics, err)
 	}
 }
 
-// TestConnectionsBeyondTheCapAreClosed holds the API's cap of idle
-// connections: the next client is disconnected at once (not left in the
-// backlog), and is served again as soon as one held connection goes.
+// TestConnectionsBeyondTheCapAreClosed holds the API's cap of
+// authenticated keep-alive connections: the next client is disconnected at
+// once (not left in the backlog), and is served again as soon as one held
+// connection goes. Idle connections that never authenticated do not keep
+// a newcomer out: the oldest is closed to make room.
 func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 	s, token := startDev(t, func(c *config.Config) { c.Server.MaxConnections, c.Server.MetricsMaxConnections = 4, 2 })
 	var held []net.Conn
-	for range 4 {
-		c, err := net.Dial("tcp", s.APIAddr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
+	for i := range 4 {
+		held = append(held, authenticatedConn(t, s.APIAddr(), fmt.Sprintf("127.0.0.%d", 1+i), token))
 	}
 	waitActive(t, s.apiLimit, 4)
 	c, err := net.Dial("tcp", s.APIAddr())
@@ -105,12 +110,15 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 		t.Fatalf("a connection over the cap was not closed: %v", err)
 	}
 	c.Close()
-	if got := s.apiLimit.Rejected(); got < 1 {
+	if got := s.apiLimit.Stats().RejectedListenerCap; got < 1 {
 		t.Fatalf("rejected = %d", got)
 	}
 	body := scrapeMetrics(t, s)
 	for _, want := range []string{`riffdb_server_connections{riffdb_listener="api"} 4`, `riffdb_server_connections_limit{riffdb_listener="api"} 4`,
-		`riffdb_server_connections_rejected_total{riffdb_listener="api"} 1`, `riffdb_server_connections_limit{riffdb_listener="metrics"} 2`} {
+		`riffdb_server_connections_rejected_total{riffdb_listener="api",riffdb_reason="listener_cap"} 1`,
+		`riffdb_server_connections_rejected_total{riffdb_listener="api",riffdb_reason="peer_cap"} 0`,
+		`riffdb_server_connections_evicted_total{riffdb_listener="api"} 0`,
+		`riffdb_server_connections_limit{riffdb_listener="metrics"} 2`} {
 		if !strings.Contains(body, "\n"+want+"\n") {
 			t.Errorf("the scrape lacks %s", want)
 		}
@@ -121,19 +129,60 @@ func TestConnectionsBeyondTheCapAreClosed(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("after a slot freed: %d", code)
 	}
-	// The metrics listener has its own cap.
+	// The metrics listener has its own cap. Its connections never
+	// authenticate, so a scrape closes the longest idle one and is served.
 	waitActive(t, s.metricsLimit, 0)
+	var idle []net.Conn
 	for range 2 {
 		m, err := net.Dial("tcp", s.MetricsAddr())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer m.Close()
+		idle = append(idle, m)
 	}
 	waitActive(t, s.metricsLimit, 2)
-	if _, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + s.MetricsAddr() + "/metrics"); err == nil {
-		t.Fatal("a scrape over the metrics cap was served")
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + s.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatalf("a scrape over a cap of idle connections: %v", err)
 	}
+	resp.Body.Close()
+	if !closedByServer(idle[0]) {
+		t.Fatal("the oldest idle metrics connection was kept")
+	}
+	if got := s.metricsLimit.Stats().Evicted; got != 1 {
+		t.Fatalf("metrics evicted = %d", got)
+	}
+}
+
+// authenticatedConn opens a connection to addr from the loopback address
+// from, sends one authenticated request on it and returns it, kept alive.
+func authenticatedConn(t *testing.T, addr, from, token string) net.Conn {
+	t.Helper()
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", token)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("an authenticated request: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	return c
+}
+
+// closedByServer reports whether the server closed c within 2 s, well
+// before the 5 s header timeout would close an idle connection anyway.
+func closedByServer(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	return err != nil && !isTimeout(err)
 }
 
 func isTimeout(err error) bool {

@@ -209,8 +209,13 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	if s.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 		return newStartupError(cfg, "server.metrics_listen: cannot listen", err, ErrListen)
 	}
-	s.apiLimit = connlimit.New(s.apiLn, "api", apiMax, s.log)
-	s.metricsLimit = connlimit.New(s.metricsLn, "metrics", metricsMax, s.log)
+	// A connection must start its first request within the header
+	// timeout of its arrival. HTTP/1 needs no help (ReadHeaderTimeout);
+	// net/http's HTTP/2 server has no first-request timeout and keeps a
+	// connection that sent only its preface for the whole IdleTimeout.
+	s.apiLimit = connlimit.New(s.apiLn, connlimit.Options{Name: "api", Max: apiMax, MaxPerPeer: peerLimit(cfg, apiMax),
+		FirstRequest: apiHeaderTimeout, Logger: s.log})
+	s.metricsLimit = connlimit.New(s.metricsLn, connlimit.Options{Name: "metrics", Max: metricsMax, Logger: s.log})
 	if err := s.registerConnectionMetrics(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
 	}
@@ -221,7 +226,7 @@ func (s *Server) open(ctx context.Context) *StartupError {
 		Handler:           s.keepAlive(traceContextGate(cfg.Telemetry.TrustTraceContext, commandAuthenticator(s.creds), api)),
 		TLSConfig:         tlsConfig,
 		ConnContext:       connContext,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		ReadHeaderTimeout: apiHeaderTimeout, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: newErrorLog(s.log, "api"),
 	}
@@ -231,7 +236,8 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	// scraper keeps its connection alive between scrapes (the usual 15 s to
 	// 1 min interval), anything idle longer is closed.
 	s.metrics = &http.Server{
-		Handler:           mmux,
+		Handler:           markRequests(mmux),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10,
 		ErrorLog: newErrorLog(s.log, "metrics"),
@@ -286,7 +292,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.serve(s.metrics, s.metricsLimit, "metrics")
 	s.log.Info("riffdb ready", zap.String("listen", s.APIAddr()), zap.String("metrics_listen", s.MetricsAddr()),
 		zap.Bool("tls", tlsOn), zap.Int64("max_connections", s.apiLimit.Max()),
-		zap.Int64("metrics_max_connections", s.metricsLimit.Max()),
+		zap.Int64("max_connections_per_peer", s.apiLimit.MaxPerPeer()), zap.Int64("metrics_max_connections", s.metricsLimit.Max()),
 		zap.String("mode", s.cfg.Server.Mode), zap.Int("databases", len(s.dbs)))
 	return nil
 }

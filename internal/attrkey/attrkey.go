@@ -25,4 +25,7 @@ const (
 	// CAllocatorState is the state of the C allocator's memory:
 	// heap_in_use, heap_free or mapped.
 	CAllocatorState = attribute.Key("riffdb.c_allocator.state")
+	// Reason is why something happened, from a bounded set: an outbox
+	// health reason, why a connection was refused.
+	Reason = attribute.Key("riffdb.reason")
 )
