@@ -54,7 +54,7 @@ inspect-steps: ## a 1,000,000-record archive reconciled by `inspect --after` in 
 
 # The reliability campaign: RELIABILITY_KILLS SIGKILLs of the real binary
 # (e2e TestReliability), crash points inside the worker and archive faults
-# (server TestReliability*), the outbox crash tests and the damage matrix
+# (delivery TestReliability*), the outbox crash tests and the damage matrix
 # (e2e TestDamageMatrix). It rewrites docs/reliability.md; the ordinary suite
 # runs the same tests with 25 kills and writes nothing.
 RELIABILITY_KILLS ?= 200
@@ -66,7 +66,7 @@ reliability: ## the reliability campaign (200 SIGKILLs, crash points, archive fa
 	RIFFDB_RELIABILITY_REPORT=$(CURDIR)/docs/reliability.md \
 	RIFFDB_RELIABILITY_COMMIT=$${RIFFDB_RELIABILITY_COMMIT:-$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)} \
 	RIFFDB_DAMAGE_REPORT=$(CURDIR)/bin/reliability/damage-matrix.md \
-	$(GO) test ./e2e ./server ./outbox -run '$(RELIABILITY_TESTS)' -count=1 -timeout 60m -v -p 1; \
+	$(GO) test ./e2e ./delivery ./outbox -run '$(RELIABILITY_TESTS)' -count=1 -timeout 60m -v -p 1; \
 	status=$$?; ./scripts/reliability-report.sh docs/reliability.md bin/reliability/damage-matrix.md; exit $$status
 
 loadtest: ## traced load against a running dev server (start `make run` first)

@@ -201,13 +201,13 @@ Not run yet.
 Not run yet.
 <!-- reliability:sigkill:end -->
 
-## Crash points inside the worker (server TestReliabilityCrashPoints)
+## Crash points inside the worker (delivery TestReliabilityCrashPoints)
 
 <!-- reliability:crash-points:begin -->
 Not run yet.
 <!-- reliability:crash-points:end -->
 
-## Archive faults (server TestReliabilityArchiveFaults)
+## Archive faults (delivery TestReliabilityArchiveFaults)
 
 <!-- reliability:archive-faults:begin -->
 Not run yet.
