@@ -412,7 +412,7 @@ func TestReliabilityCrashPoints(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "\n%d events acknowledged over the %d crashes; after each, pending returned to 0 and the archive validated on reopen.\n", events, total)
 	t.Logf("%d crashes, %d events: lost %d, conflicts %d (%v)", total, events, lost, conflicts, dur)
-	if err := reliability.Update(reliability.Section{Name: "crash-points", Title: "Crash points inside the worker (server TestReliabilityCrashPoints)",
+	if err := reliability.Update(reliability.Section{Name: "crash-points", Title: "Crash points inside the worker (delivery TestReliabilityCrashPoints)",
 		Body: b.String(), Totals: reliability.Totals{CrashPoints: int64(total), Acknowledged: int64(events), Lost: int64(lost),
 			Conflicts: int64(conflicts), DurationSec: int64(dur.Seconds()), Seed: seed}}); err != nil {
 		t.Fatal(err)
@@ -593,7 +593,7 @@ func TestReliabilityArchiveFaults(t *testing.T) {
 		"%d events acknowledged in all, %d lost or changed, %d archive keys with two values; the archive validated when reopened.\n",
 		resumed, events, lost, conflicts)
 	t.Logf("%d fault episodes, %d events: lost %d, conflicts %d (%v)", total, events, lost, conflicts, dur)
-	if err := reliability.Update(reliability.Section{Name: "archive-faults", Title: "Archive faults (server TestReliabilityArchiveFaults)",
+	if err := reliability.Update(reliability.Section{Name: "archive-faults", Title: "Archive faults (delivery TestReliabilityArchiveFaults)",
 		Body: b.String(), Totals: reliability.Totals{Faults: int64(total), Acknowledged: int64(events), Lost: int64(lost),
 			Conflicts: int64(conflicts), Failed: int64(failed), DurationSec: int64(dur.Seconds()), Seed: seed}}); err != nil {
 		t.Fatal(err)
