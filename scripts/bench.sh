@@ -55,7 +55,7 @@ run -bench '^BenchmarkStartup$' -benchtime 15x ./bench/
 run -bench '^BenchmarkOpen$' -benchtime 5x ./archive/
 # 8. The background scrub: delivery with the scrub off, at the default and
 #    at the maximum rate, interleaved.
-run -bench '^BenchmarkDeliveryWithScrub$' -benchtime 5x ./server/
+run -bench '^BenchmarkDeliveryWithScrub$' -benchtime 5x ./delivery/
 # 9. Online backup: commits while a backup of an 80 MiB store runs against
 #    commits alone, interleaved.
 run -bench '^BenchmarkCommitDuringBackup$' -benchtime 4x ./backup/
