@@ -14,8 +14,8 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/attrkey"
-	"github.com/riffdb/riffdb/internal/goexit"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
+	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
 // checkRecord verifies that record is a stored event for key under the

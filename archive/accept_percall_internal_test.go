@@ -16,7 +16,7 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
 )
 
 // BenchmarkAcceptFreeSpaceGuard measures the process CPU per synced archive

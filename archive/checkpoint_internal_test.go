@@ -15,7 +15,7 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/crashfs"
+	"github.com/riffdb/riffdb/internal/testsupport/crashfs"
 )
 
 // observedOptions returns test options whose logger records every entry.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/riffdb/riffdb/deliverytype"
-	"github.com/riffdb/riffdb/internal/lsmshape"
+	"github.com/riffdb/riffdb/internal/store/lsmshape"
 )
 
 // TestCompactionsDoNotRewriteTheArchive stores records one by one, as

@@ -157,7 +157,7 @@
 // tables and logs as obsolete). The floor file (FloorFileName) that Open
 // writes next to Pebble's files marks a store riffdb created. A store
 // directory without it is created (again) only when it provably never held
-// a committed write (no table, no non-zero WAL byte: internal/existence);
+// a committed write (no table, no non-zero WAL byte: internal/store/existence);
 // any other store is opened with ErrorIfNotExists, and refused with
 // ErrCorrupt before Pebble touches it when Pebble's markers are missing.
 // Inspect reports such a store as corrupt, never as not found.

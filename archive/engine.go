@@ -15,11 +15,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/goexit"
-	"github.com/riffdb/riffdb/internal/ratelog"
-	"github.com/riffdb/riffdb/internal/stall"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
+	"github.com/riffdb/riffdb/internal/process/clock"
+	"github.com/riffdb/riffdb/internal/store/goexit"
+	"github.com/riffdb/riffdb/internal/store/stall"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 )
 
 // engineState records why the storage engine became unusable. Pebble's
@@ -253,7 +253,7 @@ func pebbleOptions(st *engineState, fs vfs.FS, fsDefaults bool, tune engineTunin
 		DisableTableStats: true,
 		// Obsolete WALs are deleted, not kept for reuse: Pebble recycles
 		// up to three at the size they reached, idle disk per archive that
-		// the zero-fill of internal/walfill makes unnecessary.
+		// the zero-fill of internal/store/walfill makes unnecessary.
 		Cleaner: walfill.Cleaner{},
 		Logger:  pebbleLogger{st: st},
 		EventListener: &pebble.EventListener{

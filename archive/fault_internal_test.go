@@ -17,7 +17,7 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/crashfs"
+	"github.com/riffdb/riffdb/internal/testsupport/crashfs"
 )
 
 // TestCrashAtEveryWriteOp takes a crash clone of the filesystem at every

@@ -14,7 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/dirsync"
+	"github.com/riffdb/riffdb/internal/store/dirsync"
 )
 
 // Anchors: why a rolled-back archive cannot pass for a healthy one.
@@ -34,7 +34,7 @@ import (
 //     file is still true, a crash leaves the previous one. Open and Inspect
 //     refuse an archive whose accounting is below its floor. The floor
 //     file also marks the store as created by riffdb (see
-//     internal/existence): without it, an unknown store is created again
+//     internal/store/existence): without it, an unknown store is created again
 //     only if it provably never held a committed write.
 //   - Options.Floor is the record count the primary itself saw durable
 //     when it completed its latest deliveries, written in the same primary

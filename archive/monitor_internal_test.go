@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/deliverytype"
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/process/clock"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // TestMonitorServesWhileTheWriterIsBusy: while an archive transaction holds

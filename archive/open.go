@@ -14,12 +14,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/dirlock"
-	"github.com/riffdb/riffdb/internal/existence"
-	"github.com/riffdb/riffdb/internal/stall"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/dirlock"
+	"github.com/riffdb/riffdb/internal/store/existence"
+	"github.com/riffdb/riffdb/internal/store/stall"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // Defaults applied to zero Options fields.
@@ -37,7 +37,7 @@ const (
 	DefaultMemTableSize = 2 << 20
 	// BlockCacheBytes is the block cache an archive store needs (a
 	// process's archives share one of this per archive,
-	// internal/membudget). The reads of an archive that come back to the
+	// internal/process/membudget). The reads of an archive that come back to the
 	// same blocks are the duplicate checks of replayed and retried events
 	// (a new event's key is beyond the greatest stored one and is not
 	// looked up): a table's top-level index, one index partition and one
@@ -121,10 +121,10 @@ type Options struct {
 	MemTableSize uint64
 	// WALGroup counts the WAL files open in the stores that share it, so
 	// that their logs are zero-filled only while few are open
-	// (internal/walfill); a server gives its stores one. nil: the
+	// (internal/store/walfill); a server gives its stores one. nil: the
 	// process's.
 	WALGroup *walfill.Group
-	// WriteStalls records the store's write stalls (internal/stall); a
+	// WriteStalls records the store's write stalls (internal/store/stall); a
 	// server gives each archive one it reports, kept across reopens. nil:
 	// stalls are not recorded.
 	WriteStalls *stall.Tracker
@@ -243,7 +243,7 @@ func dirHoldsStore(fs vfs.FS, dir string) (bool, error) {
 // open opens the store, creating it (again) when it is new, and reports
 // whether it created it.
 func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, error) {
-	// Existence is riffdb's decision (internal/existence): a store directory
+	// Existence is riffdb's decision (internal/store/existence): a store directory
 	// without the floor file that riffdb writes at creation is created
 	// (again) only if it provably never held a committed write; any other
 	// store must be opened as it is, and is refused before Pebble touches

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/dirlock"
+	"github.com/riffdb/riffdb/internal/store/dirlock"
 )
 
 // readOnly is an archive opened read-only under its exclusive lock, the
@@ -32,7 +32,7 @@ var errNoStoreMarker = newError(ErrCorrupt, "the storage engine's markers are mi
 
 // openReadOnly audits custody (fs == nil: the real filesystem), checks
 // existence without opening anything, takes the store's exclusive lock
-// without creating or touching LOCK (internal/dirlock.LockExisting; a
+// without creating or touching LOCK (internal/store/dirlock.LockExisting; a
 // missing LOCK is refused, never created) and opens the store read-only
 // with that lock: Pebble then writes nothing (no OPTIONS, no marker, no WAL,
 // no flush; the WAL is replayed into memory). Errors: ErrNotFound (no

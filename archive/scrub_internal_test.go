@@ -181,7 +181,7 @@ func TestScrubReadsTheDiskWithTheArchiveCache(t *testing.T) {
 		found      bool
 	}{
 		// As the server sizes it: the blocks and Pebble's reservation
-		// for three memtables (internal/membudget).
+		// for three memtables (internal/process/membudget).
 		{"archive cache", BlockCacheBytes + 3*DefaultMemTableSize, true},
 		{"cache holding the whole archive", 64 << 20, false},
 	} {

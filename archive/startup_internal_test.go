@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/process/clock"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // TestAuditMeasuresAllocated: the custody audit's pass over the store's

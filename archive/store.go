@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/goexit"
+	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
 // core is what a Store and an offline inspection share: an open Pebble

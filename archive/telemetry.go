@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
 )
 
 // instrumentationName names the archive's tracer and meter.

@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 )
 
 // Usage is a cheap snapshot of the archive's size, read without scanning.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/deliverytype"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // TestObsoleteWALsAreDeleted: once memtables are flushed, the archive keeps

@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 
 	"github.com/riffdb/riffdb/archive"
 )
 
 // TestNewWALIsZeroFilled checks that the archive's Pebble writes through
-// internal/walfill: on a real disk, a new store's WAL holds its whole
+// internal/store/walfill: on a real disk, a new store's WAL holds its whole
 // reservation written with zeros at least walfill.MinStep ahead of the log after
 // two accepted records, so later synced transactions do not journal metadata.
 func TestNewWALIsZeroFilled(t *testing.T) {

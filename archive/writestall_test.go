@@ -9,8 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riffdb/riffdb/archive"
-	"github.com/riffdb/riffdb/internal/stall"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/store/stall"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // TestWriteStallsAreRecorded: an archive whose flushes cannot keep up with

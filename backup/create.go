@@ -13,10 +13,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/pace"
-	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/regularfile"
+	"github.com/riffdb/riffdb/internal/process/clock"
+	"github.com/riffdb/riffdb/internal/store/pace"
 	"github.com/riffdb/riffdb/primary"
 )
 

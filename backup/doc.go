@@ -29,7 +29,7 @@
 // marker names its database (and nothing else).
 //
 // The copying and the checksumming are paced (Options.BytesPerSecond,
-// DefaultBytesPerSecond = 64 MiB/s each, internal/pace): unpaced, a backup
+// DefaultBytesPerSecond = 64 MiB/s each, internal/store/pace): unpaced, a backup
 // of an 80 MiB store took the disk and the CPU from the commits sharing
 // them, which ran at 0.35× of their rate without a backup; paced, at
 // 0.96-1.19× (BenchmarkCommitDuringBackup, same run; docs/benchmarks.md). A

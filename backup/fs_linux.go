@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 )
 
 // checkRoot refuses a backup_root that is not an existing real directory

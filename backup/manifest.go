@@ -17,11 +17,11 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/riffdb/riffdb/internal/dirlock"
-	"github.com/riffdb/riffdb/internal/dirsync"
-	"github.com/riffdb/riffdb/internal/pace"
-	"github.com/riffdb/riffdb/internal/regularfile"
-	"github.com/riffdb/riffdb/internal/strictjson"
+	"github.com/riffdb/riffdb/internal/hygiene/regularfile"
+	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
+	"github.com/riffdb/riffdb/internal/store/dirlock"
+	"github.com/riffdb/riffdb/internal/store/dirsync"
+	"github.com/riffdb/riffdb/internal/store/pace"
 )
 
 // Manifest is manifest.json in a backup directory (format 1). Moved-aside
@@ -81,7 +81,7 @@ func checkName(name string) error {
 }
 
 // readManifest reads and checks the manifest of the entry dir: strict JSON
-// (internal/strictjson: no repeated key, exact UTF-8, one value) with no
+// (internal/hygiene/strictjson: no repeated key, exact UTF-8, one value) with no
 // unknown field, then its fields (Manifest.check). The manifest
 // must be a regular file (not a symbolic link): it is opened without
 // blocking, so a FIFO is refused as damage instead of holding the caller.
@@ -199,7 +199,7 @@ func hashDir(ctx context.Context, dir string, strict bool, limit *pace.Limiter) 
 // hashFile returns the size and SHA-256 of the file name. A lock file this
 // process holds (the LOCK of the database a restore replaces) is read
 // through the descriptor that holds it: opening and closing it again would
-// drop a record lock (internal/dirlock). Anything else must be a regular
+// drop a record lock (internal/store/dirlock). Anything else must be a regular
 // file, opened without blocking.
 func hashFile(ctx context.Context, name string, limit *pace.Limiter) (File, error) {
 	var r io.Reader

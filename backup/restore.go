@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 	"github.com/riffdb/riffdb/primary"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 	"github.com/riffdb/riffdb/primary"
 )
 

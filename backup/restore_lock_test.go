@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/riffdb/riffdb/backup"
-	"github.com/riffdb/riffdb/internal/dirlock/dirlocktest"
+	"github.com/riffdb/riffdb/internal/store/dirlock/dirlocktest"
 )
 
 func TestMain(m *testing.M) {
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // It does not run in parallel with the package's other tests: a probe is a
 // child process, which holds copies of this process's descriptors between
 // its fork and its exec, and so, for that moment, the open file description
-// locks another test is releasing (internal/dirlock/dirlocktest).
+// locks another test is releasing (internal/store/dirlock/dirlocktest).
 func TestRestoreHoldsTheDatabaseLockAtEveryStep(t *testing.T) {
 	e, m := backedUp(t, 10, 10)
 	large := make([]byte, 8<<20)

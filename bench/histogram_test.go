@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/riffdb/riffdb/internal/promtext"
+	"github.com/riffdb/riffdb/internal/observe/promtext"
 )
 
 // cumulative is a Prometheus histogram: cumulative counts by upper bound

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/archive"
-	"github.com/riffdb/riffdb/internal/procs"
+	"github.com/riffdb/riffdb/internal/process/procs"
 	"github.com/riffdb/riffdb/server"
 )
 

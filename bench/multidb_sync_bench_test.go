@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/bench"
-	"github.com/riffdb/riffdb/internal/goexit"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/goexit"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 	"github.com/riffdb/riffdb/outbox"
 )
 
@@ -27,7 +27,7 @@ import (
 //   - append: n raw writers appending 128 bytes + fdatasync, one file each
 //     (BenchmarkMultiDB's baseline);
 //   - overwrite: the same into files already written with zeros, which is
-//     what a zero-filled WAL does (internal/walfill);
+//     what a zero-filled WAL does (internal/store/walfill);
 //   - pebble: n Pebble stores with the stores' WAL handling (walfill.New,
 //     walfill.Cleaner), each with one goroutine committing a synced
 //     1,100-byte Set at a time: an archive transaction without the

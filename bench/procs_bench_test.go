@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/bench"
-	"github.com/riffdb/riffdb/internal/procs"
+	"github.com/riffdb/riffdb/internal/process/procs"
 )
 
 // BenchmarkMultiDBProcs measures what the server's GOMAXPROCS
-// (internal/procs: the CPUs and two, or two per database when more, at
+// (internal/process/procs: the CPUs and two, or two per database when more, at
 // most 4 × the CPUs) does against the runtime's default (the CPUs), for N = 4, 16 and 32
 // databases in one server process, interleaved in time in the same process
 // (runtime.GOMAXPROCS is switched at the start of every slice), so that the

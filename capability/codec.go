@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/alias"
+	"github.com/riffdb/riffdb/internal/hygiene/alias"
 )
 
 // Store file versions. This build writes storeVersion, whose files carry an

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // sealedStore returns a store holding a global, a scoped and a revoked

@@ -3,7 +3,7 @@ package capability
 import (
 	"time"
 
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // TokenPrefix starts every token, so that leaked tokens are recognizable.

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 )
 
 // fileIdent identifies one version of the store file. Writers replace the

@@ -23,9 +23,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/riffdb/riffdb/internal/alias"
+	"github.com/riffdb/riffdb/internal/hygiene/alias"
 
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // File names inside the credential directory.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 func openAt(t *testing.T, dir string, now *time.Time) *Store {

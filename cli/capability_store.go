@@ -9,7 +9,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 	"github.com/riffdb/riffdb/server"
 )
 

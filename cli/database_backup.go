@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/riffdb/riffdb/backupapi"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 	"github.com/riffdb/riffdb/statsapi"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/cli"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/loadtest"
 	"github.com/riffdb/riffdb/server"
 	"github.com/riffdb/riffdb/server/servertest"

@@ -33,7 +33,7 @@ import (
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 var updateInspectGolden = flag.Bool("update-inspect-golden", false, "rewrite cli/testdata/inspect/*.golden")

@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/regularfile"
 )
 
 // maxTokenFileSize bounds what readTokenFile reads: a token is 50 bytes,

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/regularfile"
 )
 
 // Defaults applied when neither the command line, the environment nor the
@@ -129,7 +129,7 @@ type Server struct {
 	// MemoryBudgetBytes is the memory the storage engines of every hosted
 	// database share: the block caches and the memtables, sized from it and
 	// from the number of databases (server.memory_budget_bytes,
-	// internal/membudget). 0 means
+	// internal/process/membudget). 0 means
 	// DefaultMemoryBudgetBytes. It bounds the engines, not the Go heap of
 	// requests in flight.
 	MemoryBudgetBytes int64

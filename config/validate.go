@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/riffdb/riffdb/internal/alias"
+	"github.com/riffdb/riffdb/internal/hygiene/alias"
 )
 
 // logLevels are the accepted values of telemetry.log_level.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/deliverytype"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 )

@@ -23,8 +23,8 @@ import (
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/crashfs"
-	"github.com/riffdb/riffdb/internal/reliability"
+	"github.com/riffdb/riffdb/internal/testsupport/crashfs"
+	"github.com/riffdb/riffdb/internal/testsupport/reliability"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
@@ -398,7 +398,7 @@ func TestReliabilityCrashPoints(t *testing.T) {
 	var b strings.Builder
 	var total, lost, conflicts int
 	fmt.Fprintf(&b, "`go test ./server -run TestReliabilityCrashPoints`: the real primary and archive on Pebble's crashable "+
-		"in-memory filesystem (`vfs.NewCrashableMem` through `internal/crashfs`), both crash-cloned at the same moment, "+
+		"in-memory filesystem (`vfs.NewCrashableMem` through `internal/testsupport/crashfs`), both crash-cloned at the same moment, "+
 		"once with only the synced state and once keeping a random half of the unsynced data; then both reopened from the "+
 		"clones and a new worker run to completion. Seed %d, run %s UTC on commit `%s`, %v.\n\n",
 		seed, time.Now().UTC().Format("2006-01-02 15:04"), reliability.Commit(), dur.Round(time.Millisecond))

@@ -4,7 +4,7 @@
 // accepted archive transaction did (Outcome), and a way to mark an error
 // with its class and reason and read them back (Mark, ClassOf, ReasonOf).
 //
-// It imports the standard library only (internal/boundary checks it), so
+// It imports the standard library only (internal/testsupport/boundary checks it), so
 // that the archive, which marks its errors, and the worker, which reads the
 // marks, share one vocabulary without importing each other: a failure kind
 // is spelled here once, marked where it happens, and read where it is acted

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/cmalloc"
-	"github.com/riffdb/riffdb/internal/gctune"
-	"github.com/riffdb/riffdb/internal/procs"
+	"github.com/riffdb/riffdb/internal/process/cmalloc"
+	"github.com/riffdb/riffdb/internal/process/gctune"
+	"github.com/riffdb/riffdb/internal/process/procs"
 )
 
 // resourceLine is the server's "storage memory budget divided" log line:
@@ -44,7 +44,7 @@ func allocatorSetting(t *testing.T, p *proc) string {
 }
 
 // TestServerRunsOnOneMallocArena: the real binary sets glibc's malloc to one
-// arena when it loads (internal/cmalloc) and says so in its startup log;
+// arena when it loads (internal/process/cmalloc) and says so in its startup log;
 // with MALLOC_ARENA_MAX in its environment it keeps the operator's setting.
 func TestServerRunsOnOneMallocArena(t *testing.T) {
 	if cmalloc.Setting() != cmalloc.OneArena {
@@ -69,7 +69,7 @@ func TestServerRunsOnOneMallocArena(t *testing.T) {
 }
 
 // TestServerSetsGoMaxProcs: the real binary runs with a P per CPU and two
-// per database (internal/procs), says so in its startup log, and keeps an
+// per database (internal/process/procs), says so in its startup log, and keeps an
 // operator's GOMAXPROCS. It serves one database: from one database on, the
 // server's choice differs from the runtime's.
 func TestServerSetsGoMaxProcs(t *testing.T) {
@@ -116,7 +116,7 @@ func gogcPercent(t *testing.T, p *proc) float64 {
 }
 
 // TestServerTunesGOGC: the real binary sets GOGC from its live heap after
-// each collection (internal/gctune) and says so in its startup log: a
+// each collection (internal/process/gctune) and says so in its startup log: a
 // server that has only started keeps a few MiB live, so GOGC rises above
 // Go's default of 100 (to gctune.MaxPercent under 6.4 MiB live). With GOGC
 // in its environment it keeps the operator's setting.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // fullDiskEnv is an installation whose database directory is on its own

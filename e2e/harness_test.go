@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/dirlock/dirlocktest"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/store/dirlock/dirlocktest"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 var binary string

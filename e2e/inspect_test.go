@@ -21,7 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/riffdb/riffdb/archive"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // stepResult is the inspect result with the fields of a stepped scan.

@@ -20,7 +20,7 @@ import (
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/reliability"
+	"github.com/riffdb/riffdb/internal/testsupport/reliability"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/dirlock/dirlocktest"
+	"github.com/riffdb/riffdb/internal/store/dirlock/dirlocktest"
 )
 
 // acked is one acknowledged command: its idempotency key, input and commit

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/promtext"
+	"github.com/riffdb/riffdb/internal/observe/promtext"
 )
 
 // LagMetric is the server's histogram of the time from an event's commit to
@@ -122,7 +122,7 @@ func (c *statsClient) lagBuckets(ctx context.Context) (map[float64]float64, erro
 }
 
 // parseLagBuckets reads Prometheus text exposition (with Prometheus's own
-// parser, internal/promtext) and sums the LagMetric_bucket samples whose
+// parser, internal/observe/promtext) and sums the LagMetric_bucket samples whose
 // riffdb_database label is database.
 func parseLagBuckets(r io.Reader, database string) (map[float64]float64, error) {
 	samples, err := promtext.Parse(r)

@@ -1,6 +1,6 @@
 package outbox
 
-import "github.com/riffdb/riffdb/internal/testsignal"
+import "github.com/riffdb/riffdb/internal/testsupport/testsignal"
 
 // InitTestSignals arms the worker's test signals for tb and returns them.
 // Call it before Start.

@@ -11,7 +11,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/riffdb/riffdb/deliverytype"
-	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
 )
 
 // ScopeName is the instrumentation scope of the worker's spans and metrics.

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/riffdb/riffdb/internal/promtext"
+	"github.com/riffdb/riffdb/internal/observe/promtext"
 	"github.com/riffdb/riffdb/outbox"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/testsignal"
+	"github.com/riffdb/riffdb/internal/process/clock"
+	"github.com/riffdb/riffdb/internal/testsupport/testsignal"
 	"github.com/riffdb/riffdb/primary"
 )
 

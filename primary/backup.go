@@ -14,12 +14,12 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/dirlock"
-	"github.com/riffdb/riffdb/internal/dirsync"
-	"github.com/riffdb/riffdb/internal/goexit"
-	"github.com/riffdb/riffdb/internal/pace"
-	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/regularfile"
+	"github.com/riffdb/riffdb/internal/store/dirlock"
+	"github.com/riffdb/riffdb/internal/store/dirsync"
+	"github.com/riffdb/riffdb/internal/store/goexit"
+	"github.com/riffdb/riffdb/internal/store/pace"
 )
 
 // Backups and restores (package backup) work on copies of a store through

@@ -14,8 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
-	"github.com/riffdb/riffdb/internal/testutil"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/walfill"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/primary"
 )
 

@@ -6,8 +6,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/ratelog"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // storeLog routes what Pebble reports about its background work into the

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // TestStoreLoggerIsPathFreeAndBounded checks the Pebble logger's Infof and

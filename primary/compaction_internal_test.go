@@ -13,7 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/lsmshape"
+	"github.com/riffdb/riffdb/internal/store/lsmshape"
 	"github.com/riffdb/riffdb/primary/contract"
 )
 

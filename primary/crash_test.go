@@ -15,7 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/crashfs"
+	"github.com/riffdb/riffdb/internal/testsupport/crashfs"
 	"github.com/riffdb/riffdb/primary"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/existence"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/store/existence"
 )
 
 // ErrUnprotected is returned by Open when the database directory (the
@@ -27,7 +27,7 @@ var ErrUnprotected = errors.New("primary: the database directory is accessible t
 // be created:
 //
 //   - A directory that provably never held a committed write (no creation
-//     marker, no table, no non-zero WAL byte; see internal/existence) is a
+//     marker, no table, no non-zero WAL byte; see internal/store/existence) is a
 //     new database or an interrupted first start: its leftovers are removed
 //     and the store is created (fresh is true).
 //   - Any other directory holds a store that riffdb created. It is opened

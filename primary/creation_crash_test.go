@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
-	"github.com/riffdb/riffdb/internal/crashfs"
+	"github.com/riffdb/riffdb/internal/testsupport/crashfs"
 	"github.com/riffdb/riffdb/primary"
 )
 

@@ -18,13 +18,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/dirlock"
-	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/internal/stall"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/store/dirlock"
+	"github.com/riffdb/riffdb/internal/store/stall"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
 
-	"github.com/riffdb/riffdb/internal/clock"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // FormatMajorVersion is the Pebble format the primary store is created at and
@@ -48,7 +48,7 @@ type Options struct {
 	Clock            clock.Clock          // nil → clock.Real
 
 	// Cache is a Pebble block cache shared with the process's other stores
-	// (internal/membudget sizes it from the server's memory budget); nil
+	// (internal/process/membudget sizes it from the server's memory budget); nil
 	// gives the store Pebble's default cache of its own. Open takes its own
 	// reference, so the caller may Unref its reference once every store
 	// sharing the cache is open.
@@ -61,14 +61,14 @@ type Options struct {
 	// MemTableSize is the size of each of the store's memtables; 0 means
 	// DefaultMemTableSize. The store holds up to three (two to fill and
 	// flush, one kept for reuse), and each WAL file holds about one
-	// memtable of log (see internal/walfill).
+	// memtable of log (see internal/store/walfill).
 	MemTableSize uint64
 	// WALGroup counts the WAL files open in the stores that share it, so
 	// that their logs are zero-filled only while few are open
-	// (internal/walfill); a server gives its stores one. nil: the
+	// (internal/store/walfill); a server gives its stores one. nil: the
 	// process's.
 	WALGroup *walfill.Group
-	// WriteStalls records the store's write stalls (internal/stall); a
+	// WriteStalls records the store's write stalls (internal/store/stall); a
 	// server gives each store one it also reports. nil: the store keeps
 	// one of its own (DB.WriteStalls).
 	WriteStalls *stall.Tracker
@@ -102,7 +102,7 @@ type DB struct {
 	// stalls records the store's write stalls (Options.WriteStalls).
 	stalls *stall.Tracker
 	// fresh is set when Open found a directory that provably never held a
-	// committed write (see internal/existence): only then may it create
+	// committed write (see internal/store/existence): only then may it create
 	// the identity.
 	fresh bool
 	id    event.DatabaseID
@@ -156,7 +156,7 @@ type DB struct {
 }
 
 // DefaultMemTableSize is the primary's Pebble memtable size when
-// Options.MemTableSize is 0, and the largest that internal/membudget gives it
+// Options.MemTableSize is 0, and the largest that internal/process/membudget gives it
 // (Pebble's default is 4 MiB; CockroachDB runs 64 MiB). A commit's intent
 // sorts in one ascending namespace apart from its commit-major event and
 // history keys, so every flush overlaps the whole intent range below it and
@@ -169,7 +169,7 @@ type DB struct {
 // and flush and one Pebble keeps to reuse (Pebble grows a new store's
 // memtables up to it), and a longer WAL replay after a crash. A
 // server hosting many databases divides its memory budget among them and
-// gives each a smaller memtable (internal/membudget).
+// gives each a smaller memtable (internal/process/membudget).
 const DefaultMemTableSize = 32 << 20
 
 // Open opens (creating if needed) the primary database at opts.Path. On first

@@ -93,7 +93,7 @@
 // store and deletes the old tables and logs as obsolete). Open takes the
 // directory lock first, then decides (create.go): a directory with riffdb's
 // creation marker (riffdb-created) or with any committed write in it (a
-// table, a non-zero WAL byte: internal/existence) holds a created store,
+// table, a non-zero WAL byte: internal/store/existence) holds a created store,
 // which is opened with ErrorIfNotExists and refused with ErrCorrupt, files
 // untouched, when Pebble's markers or the identity are missing. Only a
 // directory that provably never held a committed write (a first start that

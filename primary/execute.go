@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
 )
 
 // Commit is the result of a command commit.

@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/goexit"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
 // fail marks the store failed: from now on every operation returns
@@ -39,7 +39,7 @@ func (db *DB) Err() error {
 }
 
 // guard runs fn, which writes to the store, on its own goroutine (see
-// internal/goexit). Pebble reports a fatal commit error through
+// internal/store/goexit). Pebble reports a fatal commit error through
 // Logger.Fatalf in the committing goroutine; our logger marks the DB failed
 // and ends that goroutine with runtime.Goexit, so the caller here receives
 // ErrFailed instead of the process exiting. A panic in fn (a storage-engine

@@ -14,8 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/dirsync"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/store/dirsync"
 )
 
 // The creation marker and the history floor.

@@ -13,8 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/goexit"
+	"github.com/riffdb/riffdb/internal/process/clock"
+	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
 // DefaultStorageFullWait is how long Open keeps the storage engine retrying

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/riffdb/riffdb/internal/attrkey"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
 )
 
 const instrumentationName = "github.com/riffdb/riffdb/primary"

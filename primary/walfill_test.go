@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 
 	"github.com/riffdb/riffdb/primary"
 )
 
 // TestNewWALIsZeroFilled checks that the primary's Pebble writes through
-// internal/walfill: on a real disk, a new store's WAL holds its whole
+// internal/store/walfill: on a real disk, a new store's WAL holds its whole
 // reservation written with zeros at least walfill.MinStep ahead of the log after
 // two commits, so later synced commits do not journal metadata.
 func TestNewWALIsZeroFilled(t *testing.T) {

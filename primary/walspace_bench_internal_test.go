@@ -13,9 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/bench"
-	"github.com/riffdb/riffdb/internal/dirlock"
-	"github.com/riffdb/riffdb/internal/testutil"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/dirlock"
+	"github.com/riffdb/riffdb/internal/store/walfill"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/primary/contract"
 )
 
@@ -116,7 +116,7 @@ func dirUsage(tb testing.TB, dir string) (allocated, apparent int64, logs int) {
 	return allocated, apparent, len(names)
 }
 
-// reservingFS is internal/walfill as it was before the disk fix: Pebble's
+// reservingFS is internal/store/walfill as it was before the disk fix: Pebble's
 // whole reservation is allocated with fallocate(FALLOC_FL_KEEP_SIZE), then
 // zero-filled one step ahead of the log by the wrapped walfill.FS.
 type reservingFS struct{ vfs.FS }

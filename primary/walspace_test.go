@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/testutil"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/walfill"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/primary"
 )
 

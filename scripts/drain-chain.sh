@@ -99,7 +99,7 @@ for i in $(seq 1 "$RUNS"); do
 	afs=$(seconds "$d/syscall.pprof" -focus='errorfs.\(\*errorFile\).SyncData')
 	pfs=$(seconds "$d/syscall.pprof" -focus='unix.Fdatasync' -ignore=errorfs)
 	sched=$(seconds "$d/sched.pprof")
-	wake=$(node "$d/sched.pprof" 'github.com/riffdb/riffdb/internal/goexit.(*Runner).Go')
+	wake=$(node "$d/sched.pprof" 'github.com/riffdb/riffdb/internal/store/goexit.(*Runner).Go')
 	back=$(node "$d/sched.pprof" runtime.chansend1 -focus='goexit\.call')
 	handoff=$(awk -v a="${wake:-0}" -v b="${back:-0}" 'BEGIN {print a + b}')
 	events=$(($(metric events/db) * N))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/capability"
-	"github.com/riffdb/riffdb/internal/ratelog"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 const apiContract = `

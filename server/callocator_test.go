@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/riffdb/riffdb/internal/cmalloc"
+	"github.com/riffdb/riffdb/internal/process/cmalloc"
 )
 
 // TestCAllocatorMemoryIsExported: /metrics carries the C allocator's memory

@@ -10,8 +10,8 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/regularfile"
 )
 
 // DevContract is the sample contract of the embedded default configuration.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // allocatedUnder returns the blocks allocated to the files under dir, in

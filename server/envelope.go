@@ -5,7 +5,7 @@ import (
 	"mime"
 	"strings"
 
-	"github.com/riffdb/riffdb/internal/strictjson"
+	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
 )

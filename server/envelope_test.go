@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/riffdb/riffdb/internal/strictjson"
+	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
 	"github.com/riffdb/riffdb/primary/contract"
 )
 

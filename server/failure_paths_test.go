@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // TestServerFailedHoldsNoPathOrStack stops a running server with a real

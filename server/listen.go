@@ -14,9 +14,9 @@ import (
 
 	"github.com/riffdb/riffdb/backupapi"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/attrkey"
-	"github.com/riffdb/riffdb/internal/connlimit"
-	"github.com/riffdb/riffdb/internal/ratelog"
+	"github.com/riffdb/riffdb/internal/hygiene/connlimit"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
 	"github.com/riffdb/riffdb/statsapi"
 )
 

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/connlimit"
+	"github.com/riffdb/riffdb/internal/hygiene/connlimit"
 )
 
 // startDev starts the development configuration under a temporary folder,

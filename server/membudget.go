@@ -2,12 +2,12 @@ package server
 
 import (
 	"github.com/riffdb/riffdb/archive"
-	"github.com/riffdb/riffdb/internal/membudget"
+	"github.com/riffdb/riffdb/internal/process/membudget"
 	"github.com/riffdb/riffdb/primary"
 )
 
 // memorySizes are the stores' own sizes that the memory budget is divided
-// with (internal/membudget): the memtables each kind of store was tuned at,
+// with (internal/process/membudget): the memtables each kind of store was tuned at,
 // and the blocks the archives' cache holds per archive.
 var memorySizes = membudget.Sizes{
 	MaxPrimaryMemTable: primary.DefaultMemTableSize,

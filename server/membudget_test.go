@@ -12,7 +12,7 @@ import (
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // TestMemoryBudgetReachesEveryStore opens a server with three databases,

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // TestNoSecretsInLogsOrErrorBodies drives a debug-level server through

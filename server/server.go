@@ -21,13 +21,13 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/cmalloc"
-	"github.com/riffdb/riffdb/internal/connlimit"
-	"github.com/riffdb/riffdb/internal/gctune"
-	"github.com/riffdb/riffdb/internal/membudget"
-	"github.com/riffdb/riffdb/internal/pathless"
-	"github.com/riffdb/riffdb/internal/procs"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/hygiene/connlimit"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/process/cmalloc"
+	"github.com/riffdb/riffdb/internal/process/gctune"
+	"github.com/riffdb/riffdb/internal/process/membudget"
+	"github.com/riffdb/riffdb/internal/process/procs"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/telemetry"
@@ -61,7 +61,7 @@ type Server struct {
 	indexGate <-chan struct{}
 	// memory divides server.memory_budget_bytes among the stores; cache is
 	// the block cache the primaries share and archiveCache the one the
-	// archives share (internal/membudget). The server holds a reference to
+	// archives share (internal/process/membudget). The server holds a reference to
 	// each until closeStores.
 	memory       membudget.Split
 	cache        *pebble.Cache

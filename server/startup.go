@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 	"github.com/riffdb/riffdb/primary"
 )
 

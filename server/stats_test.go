@@ -19,7 +19,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/primary"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/archive"
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/outbox"
 	"github.com/riffdb/riffdb/primary"
 )

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/riffdb/riffdb/internal/regularfile"
+	"github.com/riffdb/riffdb/internal/hygiene/regularfile"
 )
 
 // ErrTLS classes a StartupError whose TLS certificate or key

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/config"
-	"github.com/riffdb/riffdb/internal/walfill"
+	"github.com/riffdb/riffdb/internal/store/walfill"
 )
 
 // withDatabases replaces the development configuration's database with n
@@ -73,7 +73,7 @@ func primaryWALSizes(t *testing.T, s *Server) []int64 {
 // TestEightDatabasesZeroFillTheirWALs: a server with eight databases (16
 // WALs, walfill.MaxFilledLogs) writes zeros ahead of every primary's log,
 // as one database does; delivery with four and eight databases was 1.3x
-// faster with them (internal/walfill, docs/benchmarks.md).
+// faster with them (internal/store/walfill, docs/benchmarks.md).
 //
 // The server then stops and a new one opens the same stores: every
 // database's commits come back from logs that end in zeros (the server
@@ -115,7 +115,7 @@ func TestEightDatabasesZeroFillTheirWALs(t *testing.T) {
 }
 
 // TestEachServerZeroFillsItsOwnWALs: a server counts the WALs of its own
-// stores (internal/walfill's Group), so two servers in one process, 20
+// stores (internal/store/walfill's Group), so two servers in one process, 20
 // WALs in all, each write zeros ahead of their logs as one server alone
 // does, and a benchmark that runs two side by side measures what
 // production runs. With one count for the process, the 20 would stop the

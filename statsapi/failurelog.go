@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/riffdb/riffdb/internal/clock"
-	"github.com/riffdb/riffdb/internal/ratelog"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
+	"github.com/riffdb/riffdb/internal/process/clock"
 )
 
 // DefaultFailureLogInterval is how often, at most, a store failure log

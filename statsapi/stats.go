@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/capability"
-	"github.com/riffdb/riffdb/internal/ratelog"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 )
 
 // Authenticator resolves a bearer token to its capability.

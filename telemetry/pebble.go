@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
-	"github.com/riffdb/riffdb/internal/attrkey"
-	"github.com/riffdb/riffdb/internal/stall"
+	"github.com/riffdb/riffdb/internal/observe/attrkey"
+	"github.com/riffdb/riffdb/internal/store/stall"
 )
 
 // ScopeName is the instrumentation scope of the instruments created by this
@@ -100,7 +100,7 @@ type pebbleInstruments struct {
 //   - riffdb.pebble.write_stalls ({stall}, counter) and
 //     riffdb.pebble.write_stall.time (s, counter): the times Pebble held
 //     every write to the store back, and for how long in all, an ongoing
-//     stall counted up to the collection (internal/stall). Pebble's
+//     stall counted up to the collection (internal/store/stall). Pebble's
 //     metrics do not count them. Observed from stalls, when it is not nil,
 //     whether or not the store is open.
 //

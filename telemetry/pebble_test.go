@@ -14,7 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/riffdb/riffdb/internal/stall"
+	"github.com/riffdb/riffdb/internal/store/stall"
 	"github.com/riffdb/riffdb/telemetry"
 )
 

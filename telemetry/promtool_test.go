@@ -9,7 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/riffdb/riffdb/internal/stall"
+	"github.com/riffdb/riffdb/internal/store/stall"
 	"github.com/riffdb/riffdb/telemetry"
 )
 

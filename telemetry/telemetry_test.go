@@ -24,7 +24,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
-	"github.com/riffdb/riffdb/internal/testutil"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/telemetry"
 )
 

@@ -19,7 +19,7 @@
 // the same contract yields the same ids across restarts and machines.
 //
 // Plan.Events validates one command's JSON input strictly and returns one
-// Draft per emitted event type. The input is read under internal/strictjson's
+// Draft per emitted event type. The input is read under internal/hygiene/strictjson's
 // rules, the same ones the HTTP envelope is read with: one JSON object and
 // nothing after it, every string valid UTF-8 with no unpaired surrogate
 // escape, no repeated key at any depth. Unknown, missing, repeated and

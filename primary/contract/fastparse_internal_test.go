@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/riffdb/riffdb/internal/strictjson"
+	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
 )
 
 const fastKinds = `

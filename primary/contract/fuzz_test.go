@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/riffdb/riffdb/internal/strictjson"
+	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
 	"github.com/riffdb/riffdb/primary/contract"
 )
 

@@ -3,7 +3,7 @@ package contract
 import (
 	"fmt"
 
-	"github.com/riffdb/riffdb/internal/strictjson"
+	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
 )
 
 // InputError is the error Plan.Events and Plan.Canonical return for input

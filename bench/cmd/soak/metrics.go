@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/riffdb/riffdb/internal/promtext"
+	"github.com/riffdb/riffdb/internal/observe/promtext"
 )
 
 // series is one sample of Prometheus text exposition.
@@ -22,7 +22,7 @@ type series struct {
 var errExposition = promtext.ErrMalformed
 
 // parseExposition reads Prometheus text exposition (format 0.0.4) with
-// Prometheus's own parser (internal/promtext): every sample, a histogram's
+// Prometheus's own parser (internal/observe/promtext): every sample, a histogram's
 // as its _bucket, _sum and _count samples.
 func parseExposition(r io.Reader) ([]series, error) {
 	samples, err := promtext.Parse(r)

@@ -80,7 +80,7 @@ type Sample struct {
 	CHeapFree float64
 	// StallSecondsPrimary and StallSecondsArchive are the cumulative
 	// riffdb_pebble_write_stall_time_seconds_total of each store: how long
-	// Pebble held the store's writes back so far (internal/stall).
+	// Pebble held the store's writes back so far (internal/store/stall).
 	StallSecondsPrimary, StallSecondsArchive float64
 	// ServerCPUSeconds is the server's process_cpu_seconds_total: its change
 	// over a window, divided by the events delivered in it, is the server's

@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 
 	"github.com/riffdb/riffdb/dashboards/gen"
-	"github.com/riffdb/riffdb/internal/pathless"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 )
 
 func main() {
