@@ -22,7 +22,7 @@ check: ## the fast tier while working: go vet and go test -short ./... (skips th
 deps: ## install what the tests need (promtool, staticcheck) when missing
 	./scripts/install-test-deps.sh
 
-lint: ## gofmt, go vet, staticcheck, cross-platform build, go mod tidy check
+lint: ## gofmt, go vet, staticcheck, darwin and windows type check, go mod tidy check
 	./scripts/lint.sh
 
 unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); prints the damage matrix and the live Prometheus table
