@@ -56,14 +56,32 @@ func (p *pass) conflict(m primary.Intent) error {
 }
 
 // retryRest applies retry to each member of rest, the claimed members of
-// the run being delivered that were not reached, and then to the members of
-// the next run, if it was claimed already (prepareNext).
+// the run being delivered that were not reached, and then releases the
+// members of the next run, if it was claimed already (prepareNext): the
+// sequential algorithm would not have claimed them yet, and a member that
+// was never attempted is not charged for another member's failure. Their
+// claim's attempt is taken back and they are pending again.
 func (p *pass) retryRest(rest []primary.Intent) error {
 	if err := p.retryAll(rest); err != nil {
 		p.dropNext()
 		return err
 	}
-	return p.retryAll(p.dropNext())
+	return p.release(p.dropNext())
+}
+
+// release returns the members of a run claimed ahead, never attempted, to
+// pending with their claim's attempt taken back, in one synced primary
+// transaction. Should it fail (the primary failed), they stay delivering
+// under their lease, as after a crash.
+func (p *pass) release(ahead []primary.Intent) error {
+	if len(ahead) == 0 {
+		return nil
+	}
+	if _, err := p.w.src.Release(context.WithoutCancel(p.ctx), ahead); err != nil {
+		return fmt.Errorf("outbox: release the run claimed ahead: %w", err)
+	}
+	p.res.Released += len(ahead)
+	return nil
 }
 
 // retryAll applies retry to each member of rest.

@@ -17,11 +17,15 @@ var errNoFit = deliverytype.New("outbox: the next event does not fit the archive
 
 // PassResult summarizes one pass, for tests and logs.
 type PassResult struct {
-	Claimed      int // members claimed (one attempt each)
-	Stored       int // archive transactions that stored a record
-	Duplicates   int // archive transactions that found equal bytes
-	Completed    int // intents completed on the primary
-	Retried      int // members scheduled for retry
+	Claimed    int // members claimed (one attempt each)
+	Stored     int // archive transactions that stored a record
+	Duplicates int // archive transactions that found equal bytes
+	Completed  int // intents completed on the primary
+	Retried    int // members scheduled for retry
+	// Released counts members of a run claimed ahead that a failure of
+	// the run before it kept from being attempted: they were returned to
+	// pending with their claim's attempt taken back.
+	Released     int
 	DeadLettered int // intents dead-lettered
 	Renewed      int // leases renewed before delivery
 	// Halted is the health reason that ended the pass early, or
@@ -39,7 +43,7 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	// A run claimed ahead (prepareNext) that the pass did not reach: its
 	// claim is awaited, and its members stay delivering under their lease,
 	// as after a crash. Every failure that the retry rules apply to has
-	// already retried them (retryRest); what is left is a stopping worker
+	// already released them (retryRest); what is left is a stopping worker
 	// or a failure of the primary itself.
 	p.dropNext()
 	// However the pass ended (an error, a halt, a cancelled context), the

@@ -43,6 +43,9 @@ type Source interface {
 	LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error)
 	Claim(ctx context.Context, members []primary.Intent, lease time.Time) ([]primary.Intent, error)
 	Renew(ctx context.Context, in primary.Intent, lease time.Time) (primary.Intent, error)
+	// Release returns claimed members that were never attempted to
+	// pending with the attempt their claim counted taken back, durably.
+	Release(ctx context.Context, members []primary.Intent) ([]primary.Intent, error)
 	// CompleteDeferred removes delivered members without waiting for the
 	// fsync; the next synced write to the source (the next claim, retry or
 	// dead letter) or Sync makes the removal durable.
