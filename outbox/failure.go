@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -29,7 +30,12 @@ func (p *pass) fail(err error) error {
 		p.w.health.missing(n)
 	}
 	p.w.health.set(state, reason, p.now())
-	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", string(reason)), zap.Error(err))
+	// At a bounded rate (Worker.halts): one line per class of failure, the
+	// first at once, then after 1 s, 2 s, 4 s, ... up to 30 s while it
+	// recurs, each with the reports it stands for.
+	text := ratelog.Clean(err)
+	p.w.halts.Report(state+" "+string(reason)+" "+ratelog.Class(text), text,
+		zap.String("state", state), zap.String("reason", string(reason)))
 	return nil
 }
 

@@ -157,6 +157,7 @@ func (p *pass) run() error {
 	}
 	if !p.halted {
 		w.health.set(StateHealthy, deliverytype.ReasonNone, p.now())
+		w.halts.Clear()
 	}
 	return nil
 }

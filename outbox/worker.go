@@ -13,6 +13,7 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/internal/process/clock"
 	"github.com/riffdb/riffdb/internal/testsupport/testsignal"
 	"github.com/riffdb/riffdb/primary"
@@ -139,6 +140,11 @@ type Worker struct {
 	log    *zap.Logger
 	inst   *instruments
 	health healthState
+	// halts logs "outbox delivery halted" at a bounded rate: a halted
+	// worker probes once a ProbeInterval for as long as the outage lasts,
+	// and a line per probe (86,400 a day per database) would bury the rest
+	// of the log. Cleared once delivery works again.
+	halts *ratelog.Logger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -178,6 +184,7 @@ func New(opts Options) (*Worker, error) {
 	}
 	w := &Worker{opts: opts, src: opts.Source, dst: opts.Destination, clock: opts.Clock,
 		log: opts.Logger.With(zap.String("database", opts.Alias)), wake: make(chan struct{}, 1)}
+	w.halts = ratelog.New(w.log, opts.Clock, "outbox delivery halted", ratelog.Options{})
 	w.health.h = Health{State: StateDegraded, Reason: deliverytype.ReasonStarting, Since: opts.Clock.Now()}
 	inst, err := newInstruments(opts, w.Health)
 	if err != nil {
