@@ -12,13 +12,14 @@ import (
 // The most a crash costs with claim-ahead. A claim is synced, and each
 // completion group is applied without its own fsync, made durable by the
 // next synced write applied after it (every claim awaits the completion in
-// flight first: claimAndDeliver, prepareNext). After the last claim that returned, up to
-// MaxGroup-1 accepted members were still in the open group when it started,
-// up to MaxRun-1 members of the run being delivered were accepted after it
-// started, and its own run (up to MaxRun) was accepted before the next
-// claim returned: that many members may be accepted into the archive and
-// not durably completed, and a restart delivers them again, as duplicates
-// (46; without claim-ahead the middle term is absent: 31). At the same
+// flight first: claimAndDeliver, prepareNext). After the last claim that
+// returned, up to MaxGroup-1 accepted members were still in the open group
+// when it started, up to MaxRun-1 members of the run being delivered were
+// accepted after it started, and its own run (up to MaxRun) was accepted
+// before the next claim returned: that many members may be accepted into
+// the archive and not durably completed, and a restart delivers them again,
+// as duplicates (46; without claim-ahead the middle term is absent: 31).
+// At the same
 // time up to MaxRun-1 members of the run being delivered and a whole run
 // claimed ahead may be claimed and not yet delivered: the restart returns
 // them to pending with that claim counted as an attempt (31; 16 without

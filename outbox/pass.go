@@ -17,15 +17,12 @@ var errNoFit = deliverytype.New("outbox: the next event does not fit the archive
 
 // PassResult summarizes one pass, for tests and logs.
 type PassResult struct {
-	Claimed    int // members claimed (one attempt each)
-	Stored     int // archive transactions that stored a record
-	Duplicates int // archive transactions that found equal bytes
-	Completed  int // intents completed on the primary
-	Retried    int // members scheduled for retry
-	// Released counts members of a run claimed ahead that a failure of
-	// the run before it kept from being attempted: they were returned to
-	// pending with their claim's attempt taken back.
-	Released     int
+	Claimed      int // members claimed (one attempt each)
+	Stored       int // archive transactions that stored a record
+	Duplicates   int // archive transactions that found equal bytes
+	Completed    int // intents completed on the primary
+	Retried      int // members scheduled for retry
+	Released     int // members of a run claimed ahead, never attempted, returned to pending with their attempt taken back
 	DeadLettered int // intents dead-lettered
 	Renewed      int // leases renewed before delivery
 	// Halted is the health reason that ended the pass early, or
