@@ -14,7 +14,6 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/observe/attrkey"
 	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
@@ -51,18 +50,13 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out d
 	// records, and gets them as it starts, in one call instead of two;
 	// any other span gets them once it is known to record (samplers of a
 	// new trace see the database alone).
-	eventAttrs := func() []attribute.KeyValue {
-		return []attribute.KeyValue{s.dbAttr,
-			attrkey.EventID.String(key.Event.String()),
-			attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
-			attribute.Int("riffdb.event.bytes", len(record))}
-	}
+	eventAttrs := func() []attribute.KeyValue { return txnAttrs(s.dbAttr, key, record) }
 	eager := trace.SpanContextFromContext(ctx).IsSampled()
 	startAttrs := []attribute.KeyValue{s.dbAttr}
 	if eager {
 		startAttrs = eventAttrs()
 	}
-	ctx, span := s.tracer.Start(ctx, "riffdb.archive.txn", trace.WithAttributes(startAttrs...))
+	ctx, span := s.tracer.Start(ctx, SpanTxn, trace.WithAttributes(startAttrs...))
 	if !eager && span.IsRecording() {
 		span.SetAttributes(eventAttrs()[1:]...)
 	}

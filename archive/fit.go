@@ -61,7 +61,7 @@ func (s *Store) checkFreeSpace(charge int64) error {
 // as does a repetition of a key earlier in the group: neither writes
 // anything. Fit writes nothing.
 func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n int, err error) {
-	ctx, span := s.tracer.Start(ctx, "riffdb.archive.quota.check", trace.WithAttributes(s.dbAttr, attribute.Int("riffdb.group.size", len(keys))))
+	ctx, span := s.tracer.Start(ctx, SpanQuotaCheck, trace.WithAttributes(quotaCheckAttrs(s.dbAttr, len(keys))...))
 	start := s.clock()
 	defer func() {
 		s.checkDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)

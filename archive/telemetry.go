@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 	"github.com/riffdb/riffdb/internal/observe/attrkey"
 )
 
@@ -97,6 +99,52 @@ func (s *Store) registerGauges() error {
 	}
 	s.gauges = reg
 	return nil
+}
+
+// The archive's span names (DESIGN.md, telemetry names).
+const (
+	SpanTxn        = "riffdb.archive.txn"         // one archive transaction (Accept)
+	SpanQuotaCheck = "riffdb.archive.quota.check" // one group quota check (Fit)
+)
+
+// txnAttrs returns the attributes of the transaction span of record under
+// key: the database (db), the event, its history incarnation and its size.
+func txnAttrs(db attribute.KeyValue, key event.Key, record []byte) []attribute.KeyValue {
+	return []attribute.KeyValue{db,
+		attrkey.EventID.String(key.Event.String()),
+		attribute.Int64("riffdb.history.incarnation", int64(key.Incarnation)),
+		attribute.Int("riffdb.event.bytes", len(record))}
+}
+
+// quotaCheckAttrs returns the attributes of the quota check span of a group
+// of n members.
+func quotaCheckAttrs(db attribute.KeyValue, n int) []attribute.KeyValue {
+	return []attribute.KeyValue{db, attribute.Int("riffdb.group.size", n)}
+}
+
+// RecordFailedTxn records the SpanTxn span of an acceptance of record under
+// key (for the database alias) that failed with err before it reached an
+// open store: the archive could not be opened and validated, or its
+// custody audit refused it. Every attempted transaction thus has its span,
+// as one that reached the store has: status Error with err's class, err
+// recorded, error.type. err is recorded without filesystem paths. tp nil
+// records nothing.
+func RecordFailedTxn(ctx context.Context, tp trace.TracerProvider, alias string, key event.Key, record []byte, err error) {
+	recordFailed(ctx, tp, SpanTxn, err, txnAttrs(attrkey.Database.String(alias), key, record))
+}
+
+// RecordFailedQuotaCheck is RecordFailedTxn for the SpanQuotaCheck span of
+// the quota check of a group of n members.
+func RecordFailedQuotaCheck(ctx context.Context, tp trace.TracerProvider, alias string, n int, err error) {
+	recordFailed(ctx, tp, SpanQuotaCheck, err, quotaCheckAttrs(attrkey.Database.String(alias), n))
+}
+
+func recordFailed(ctx context.Context, tp trace.TracerProvider, name string, err error, attrs []attribute.KeyValue) {
+	if tp == nil || err == nil {
+		return
+	}
+	_, span := tp.Tracer(instrumentationName).Start(ctx, name, trace.WithAttributes(attrs...))
+	endSpan(span, pathless.Clean(err))
 }
 
 // endSpan ends span. With a non-nil err it records err and sets the error's

@@ -237,19 +237,25 @@ func (d *Destination) Probe(ctx context.Context) error {
 	return d.after(s.Audit())
 }
 
-// Fit implements outbox.Destination.
+// Fit implements outbox.Destination. A check that fails before it reaches
+// the store (the archive cannot be opened, or its custody audit refuses it)
+// still has its riffdb.archive.quota.check span, with the error; so has an
+// acceptance that fails that way its riffdb.archive.txn span (Accept).
 func (d *Destination) Fit(ctx context.Context, keys []event.Key, records [][]byte) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, err := d.get(ctx)
 	if err != nil {
+		archive.RecordFailedQuotaCheck(ctx, d.opts.TracerProvider, d.opts.Alias, len(keys), err)
 		return 0, err
 	}
 	// Audit custody once per claim run (tens of microseconds): a chmod, a
 	// hard link or an extra entry made while the store is open is caught
 	// before the next claim, not only when the worker is already unhealthy.
 	if err := s.Audit(); err != nil {
-		return 0, d.after(err)
+		err = d.after(err)
+		archive.RecordFailedQuotaCheck(ctx, d.opts.TracerProvider, d.opts.Alias, len(keys), err)
+		return 0, err
 	}
 	n, err := s.Fit(ctx, keys, records)
 	return n, d.after(err)
@@ -261,6 +267,7 @@ func (d *Destination) Accept(ctx context.Context, key event.Key, record []byte) 
 	defer d.mu.Unlock()
 	s, err := d.get(ctx)
 	if err != nil {
+		archive.RecordFailedTxn(ctx, d.opts.TracerProvider, d.opts.Alias, key, record, err)
 		return 0, err
 	}
 	o, err := s.Accept(ctx, key, record)

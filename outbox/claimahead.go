@@ -9,6 +9,27 @@ import (
 	"github.com/riffdb/riffdb/primary"
 )
 
+// The most a crash costs with claim-ahead. A claim is synced, and each
+// completion group is applied without its own fsync, made durable by the
+// next synced write applied after it (every claim awaits the completion in
+// flight first: claimAndDeliver, prepareNext). After the last claim that
+// returned, up to MaxGroup-1 accepted members were still in the open group
+// when it started, up to MaxRun-1 members of the run being delivered were
+// accepted after it started, and its own run (up to MaxRun) was accepted
+// before the next claim returned: that many members may be accepted into
+// the archive and not durably completed, and a restart delivers them again,
+// as duplicates (46; without claim-ahead the middle term is absent: 31).
+// At the same
+// time up to MaxRun-1 members of the run being delivered and a whole run
+// claimed ahead may be claimed and not yet delivered: the restart returns
+// them to pending with that claim counted as an attempt (31; 16 without
+// claim-ahead). TestCrashReplayBound measures both on a model of the
+// write-ahead log and reaches them.
+const (
+	MaxCrashReplay  = MaxGroup - 1 + MaxRun - 1 + MaxRun
+	MaxCrashCharged = MaxRun - 1 + MaxRun
+)
+
 // claimAhead is a claim run claimed while the run before it is delivered
 // (see pass.prepareNext): its claim transaction runs in a goroutine of its
 // own from startClaimAhead on, and the pass takes the result (wait) when it
@@ -62,10 +83,11 @@ type claimResult struct {
 // so far is applied before it (its fsync makes that completion durable),
 // and its members are delivered only after it returned, in order, as a run
 // claimed the usual way. A run that starts with an intent not due or out of
-// attempts, or that does not fit the quota, is left to page, which handles
-// it as before. A failure of the current run retries the next run's
-// members too (retryRest); a stopping worker leaves them delivering under
-// their lease, as it leaves the current run's (see pass).
+// attempts, whose events cannot be loaded, or that does not fit the quota,
+// is left to page, which handles it as before. A failure of the current run
+// releases the next run's members (retryRest): they were never attempted,
+// and keep the attempt count they had; a stopping worker leaves them
+// delivering under their lease, as it leaves the current run's (see pass).
 func (p *pass) prepareNext(pendingKeys []event.Key, pendingRecords [][]byte, after []primary.Intent) (destErr, err error) {
 	if len(after) == 0 {
 		return nil, nil
@@ -77,7 +99,11 @@ func (p *pass) prepareNext(pendingKeys []event.Key, pendingRecords [][]byte, aft
 	run := p.form(after, now)
 	keys, records, err := p.load(run)
 	if err != nil {
-		return nil, err
+		// Nothing is claimed ahead: the current run is delivered as
+		// usual, and page loads this run again when it reaches it, as
+		// the sequential algorithm would (a persistent failure then ends
+		// the pass there, after the current run was completed).
+		return nil, nil
 	}
 	allKeys := append(append(make([]event.Key, 0, len(pendingKeys)+len(keys)), pendingKeys...), keys...)
 	allRecords := append(append(make([][]byte, 0, len(pendingRecords)+len(records)), pendingRecords...), records...)

@@ -138,11 +138,16 @@ func TestFailedFirstAcceptanceClaimsNothingMore(t *testing.T) {
 	}
 }
 
-// TestFailureRetriesTheRunClaimedAhead: an acceptance that fails in the
-// middle of a run retries the run's members not reached and every member of
-// the run claimed while it was delivered; none is left delivering until its
-// lease passes, and none of the rest is claimed.
-func TestFailureRetriesTheRunClaimedAhead(t *testing.T) {
+// TestFailureReleasesTheRunClaimedAhead: an acceptance that fails in the
+// middle of a run retries the run's members not reached, as the sequential
+// algorithm does (their claim is their attempt), and releases every member
+// of the run claimed while it was delivered: never attempted, they are
+// pending again with the attempt count they had, so a failure charges 12
+// members here where it charged 28 before, the same 12 the sequential
+// algorithm charges. None is left delivering until its lease passes, and
+// none of the rest is claimed. After the outage each event has spent only
+// the attempts of its own deliveries.
+func TestFailureReleasesTheRunClaimedAhead(t *testing.T) {
 	b := setup(t, 1<<30, 0)
 	b.dst.acceptHook = func(n int, _ event.Key) error {
 		if n == 5 {
@@ -152,14 +157,90 @@ func TestFailureRetriesTheRunClaimedAhead(t *testing.T) {
 	}
 	b.commit(t, 48)
 	res := b.run(t)
-	if !slices.Equal(b.src.claims, []int{16, 16}) || res.Stored != 4 || res.Completed != 4 || res.Retried != 28 {
-		t.Fatalf("claims %v, pass %+v: want 4 stored and completed, 12 + 16 retried", b.src.claims, res)
-	}
-	if got := states(t, b); got[primary.IntentRetryScheduled] != 28 || got[primary.IntentPending] != 16 || got[primary.IntentDelivering] != 0 {
-		t.Fatalf("intents by state %v: want 28 retry scheduled, 16 pending, none delivering", got)
+	if !slices.Equal(b.src.claims, []int{16, 16}) || res.Stored != 4 || res.Completed != 4 || res.Retried != 12 || res.Released != 16 {
+		t.Fatalf("claims %v, pass %+v: want 4 stored and completed, 12 retried, 16 released", b.src.claims, res)
 	}
 	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Fatalf("health %+v", h)
+	}
+	// Attempts by event: 5..16 were claimed in the failed run (one attempt
+	// each); 17..32, claimed ahead, and 33..48 were never attempted.
+	for _, in := range b.intents(t) {
+		want, state := uint32(0), primary.IntentPending
+		if in.Event.Seq <= 16 {
+			want, state = 1, primary.IntentRetryScheduled
+		}
+		if in.State != state || in.Attempts != want {
+			t.Fatalf("event %s: %s with %d attempts, want %s with %d", in.Event, in.State, in.Attempts, state, want)
+		}
+	}
+	// The archive is back: every event is delivered once more at most,
+	// and no event of the run claimed ahead has spent more than the one
+	// attempt that delivered it.
+	b.clock.Advance(outbox.RetryDelay)
+	b.dst.acceptHook = nil
+	var attempts map[uint64]uint32
+	b.src.onComplete = func(m []primary.Intent) {
+		if attempts == nil {
+			attempts = map[uint64]uint32{}
+		}
+		for _, in := range m {
+			attempts[in.Event.Seq] = in.Attempts
+		}
+	}
+	res = b.run(t)
+	if res.Completed != 44 || b.pending(t) != 0 {
+		t.Fatalf("after the outage: pass %+v, pending %d", res, b.pending(t))
+	}
+	for seq := uint64(5); seq <= 48; seq++ {
+		want := uint32(1)
+		if seq <= 16 {
+			want = 2
+		}
+		if attempts[seq] != want {
+			t.Fatalf("event %d completed after %d attempts, want %d", seq, attempts[seq], want)
+		}
+	}
+}
+
+// TestLoadFailureAheadLeavesTheRunDelivered: when the events of the run to
+// claim ahead cannot be loaded, nothing is claimed ahead and the current run
+// is delivered and completed as usual; the failure ends the pass where the
+// sequential algorithm meets it, at the next run's own load, before any
+// claim, so no member of either run spends an attempt it did not use.
+func TestLoadFailureAheadLeavesTheRunDelivered(t *testing.T) {
+	b := setup(t, 1<<30, 0)
+	b.commit(t, 48)
+	b.src.loadErr = func(call int) error {
+		if call >= 2 {
+			return errors.New("test: the history cannot be read")
+		}
+		return nil
+	}
+	res, err := b.w.RunOnce(context.Background())
+	if err == nil {
+		t.Fatalf("pass %+v ended without the load failure", res)
+	}
+	if !slices.Equal(b.src.claims, []int{16}) || res.Stored != 16 || res.Completed != 16 || res.Retried != 0 {
+		t.Fatalf("claims %v, pass %+v, %v: want the first run claimed, delivered and completed", b.src.claims, res, err)
+	}
+	for _, in := range b.intents(t) {
+		if in.State != primary.IntentPending || in.Attempts != 0 {
+			t.Fatalf("event %s: %s with %d attempts, want pending without an attempt", in.Event, in.State, in.Attempts)
+		}
+	}
+	// A failure of that one load only: the pass goes on and delivers
+	// everything, each event with one attempt.
+	b.src.loadErr = func(call int) error {
+		if call == 2 { // the run claimed ahead's load
+			return errors.New("test: the history cannot be read")
+		}
+		return nil
+	}
+	b.src.loads = 0
+	res = b.run(t)
+	if res.Completed != 32 || res.Claimed != 32 || b.src.loads != 3 || b.pending(t) != 0 {
+		t.Fatalf("pass %+v, %d loads, pending %d: want the other 32 delivered, their second run loaded twice", res, b.src.loads, b.pending(t))
 	}
 }
 

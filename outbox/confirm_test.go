@@ -84,10 +84,10 @@ func TestConfirmOncePerGroupBeforeItsCompletion(t *testing.T) {
 
 // TestUnconfirmedGroupIsRetriedNotCompleted: a group the destination cannot
 // confirm (its store directory was removed after the acceptances) is not
-// completed; its members are retried, and so are those of the run claimed
-// while it was delivered (the last 8), the pass claims nothing more, no
-// member is left delivering, and after the repair every event is delivered
-// again and completed.
+// completed; its members are retried, the run claimed while it was delivered
+// (the last 8, never attempted) is released with no attempt spent, the pass
+// claims nothing more, no member is left delivering, and after the repair
+// every event is delivered again and completed.
 func TestUnconfirmedGroupIsRetriedNotCompleted(t *testing.T) {
 	b, c := setupConfirming(t, func(n int) error {
 		if n == 2 {
@@ -97,14 +97,19 @@ func TestUnconfirmedGroupIsRetriedNotCompleted(t *testing.T) {
 	})
 	b.commit(t, 40)
 	res := b.run(t)
-	if !slices.Equal(b.src.completes, []int{16}) || res.Completed != 16 || res.Claimed != 40 || res.Retried != 24 {
-		t.Fatalf("completions %v, pass %+v: want the first group only completed, the second and the third run retried", b.src.completes, res)
+	if !slices.Equal(b.src.completes, []int{16}) || res.Completed != 16 || res.Claimed != 40 || res.Retried != 16 || res.Released != 8 {
+		t.Fatalf("completions %v, pass %+v: want the first group only completed, the second retried and the third run released", b.src.completes, res)
 	}
 	if h := b.w.Health(); h.State != outbox.StateDegraded || h.Reason != deliverytype.ReasonDestinationUnavailable {
 		t.Fatalf("health %+v", h)
 	}
-	if got := states(t, b); got[primary.IntentRetryScheduled] != 24 || got[primary.IntentPending] != 0 || got[primary.IntentDelivering] != 0 {
-		t.Fatalf("intents by state %v: want 24 retry scheduled, none pending or delivering", got)
+	if got := states(t, b); got[primary.IntentRetryScheduled] != 16 || got[primary.IntentPending] != 8 || got[primary.IntentDelivering] != 0 {
+		t.Fatalf("intents by state %v: want 16 retry scheduled, 8 pending, none delivering", got)
+	}
+	for _, in := range b.intents(t) {
+		if in.State == primary.IntentPending && in.Attempts != 0 {
+			t.Fatalf("released %+v, want no attempt spent", in)
+		}
 	}
 	c.mu.Lock()
 	c.fail = nil
@@ -118,8 +123,9 @@ func TestUnconfirmedGroupIsRetriedNotCompleted(t *testing.T) {
 
 // TestUnconfirmedGroupInTheMiddleOfARun: a group bound reached in the middle
 // of a run (the group began in the run before) that is not confirmed
-// retries the group, the run's members not reached and the run claimed
-// while it was delivered, so none is left delivering until its lease ends.
+// retries the group and the run's members not reached, and releases the run
+// claimed while it was delivered (never attempted: no attempt spent), so
+// none is left delivering until its lease ends.
 func TestUnconfirmedGroupInTheMiddleOfARun(t *testing.T) {
 	b, c := setupConfirming(t, func(int) error {
 		return fmt.Errorf("%w: the archive store directory was replaced", errRefused)
@@ -135,14 +141,19 @@ func TestUnconfirmedGroupInTheMiddleOfARun(t *testing.T) {
 	res := b.run(t)
 	// Run 1: 6 members; run 2: 16 claimed, the group reaches 16 at its
 	// 10th; run 3: 16 claimed at run 2's first acceptance.
-	if len(b.src.completes) != 0 || res.Completed != 0 || res.Claimed != 38 || res.Retried != 38 {
-		t.Fatalf("completions %v, pass %+v: want nothing completed and the 38 claimed retried", b.src.completes, res)
+	if len(b.src.completes) != 0 || res.Completed != 0 || res.Claimed != 38 || res.Retried != 22 || res.Released != 16 {
+		t.Fatalf("completions %v, pass %+v: want nothing completed, runs 1 and 2 (22) retried, run 3 (16) released", b.src.completes, res)
 	}
 	if h := b.w.Health(); h.State != outbox.StatePaused || h.Reason != deliverytype.ReasonDestinationRefused {
 		t.Fatalf("health %+v", h)
 	}
-	if got := states(t, b); got[primary.IntentRetryScheduled] != 38 || got[primary.IntentPending] != 2 || got[primary.IntentDelivering] != 0 {
-		t.Fatalf("intents by state %v: want 38 retry scheduled, 2 pending, none delivering", got)
+	if got := states(t, b); got[primary.IntentRetryScheduled] != 22 || got[primary.IntentPending] != 18 || got[primary.IntentDelivering] != 0 {
+		t.Fatalf("intents by state %v: want 22 retry scheduled, 18 pending, none delivering", got)
+	}
+	for _, in := range b.intents(t) {
+		if in.State == primary.IntentPending && in.Attempts != 0 {
+			t.Fatalf("released %+v, want no attempt spent", in)
+		}
 	}
 }
 

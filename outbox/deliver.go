@@ -167,4 +167,5 @@ func (p *pass) delivering() {
 	}
 	p.accepted = true
 	p.w.health.set(StateHealthy, deliverytype.ReasonNone, p.now())
+	p.w.halts.Clear()
 }

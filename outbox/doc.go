@@ -24,10 +24,14 @@
 // delivered: the claim's fsync on the primary then overlaps the archive's
 // fsyncs instead of sitting between two runs. Its members are delivered only
 // after that claim returned, in order, so a claim is still durable before its
-// first member is delivered. A failure of the current run retries the members
-// of the run claimed ahead as well, so a halt can spend one attempt on up to
-// two runs (32 members) where it spent one on at most one run; an outage met
-// by a run's first member claims nothing more.
+// first member is delivered. A failure of the current run retries the current
+// run's members not reached (their claim was their attempt, as without
+// claim-ahead) and releases the run claimed ahead: its members were never
+// attempted, and go back to pending with their claim's attempt taken back
+// (primary.DB.Release, one synced transaction), so a failure charges exactly
+// the members the sequential algorithm charges. A run whose events cannot be
+// loaded is not claimed ahead; the current run is delivered as usual. An
+// outage met by a run's first member claims nothing more.
 // Accepted members are completed up to 16 per primary transaction, flushed at
 // the bound, at page end, or before ordinary failure handling. Nothing waits to
 // fill a group. A destination that must confirm its acceptances (Confirmer:
@@ -89,12 +93,14 @@
 // their lease, exactly as after a crash, and the next start returns them to
 // pending.
 //
-// A crash at any point replays at most the bounded groups in flight (the run
-// being delivered and the last completion group, whose removal the next claim
-// would have made durable): the primary returns every delivering intent to
-// pending at startup (the claim stays counted, also for the members of a run
-// claimed ahead and not reached), and redelivery hits the same archive key,
-// where equal bytes are accepted once.
+// A crash at any point replays at most MaxCrashReplay (46) accepted events:
+// the completion group open when the last claim that returned started, the
+// rest of the run then being delivered, and the run that claim claimed
+// (claimahead.go). The primary returns every delivering intent to pending at
+// startup (the claim stays counted: at most MaxCrashCharged, 31, members
+// claimed and not yet delivered, the current run's rest and the run claimed
+// ahead), and redelivery hits the same archive key, where equal bytes are
+// accepted once.
 //
 // The worker never blocks the primary's command path: it only reads the index
 // and writes intent transitions.

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -29,7 +30,12 @@ func (p *pass) fail(err error) error {
 		p.w.health.missing(n)
 	}
 	p.w.health.set(state, reason, p.now())
-	p.w.log.Warn("outbox delivery halted", zap.String("state", state), zap.String("reason", string(reason)), zap.Error(err))
+	// At a bounded rate (Worker.halts): one line per class of failure, the
+	// first at once, then after 1 s, 2 s, 4 s, ... up to 30 s while it
+	// recurs, each with the reports it stands for.
+	text := ratelog.Clean(err)
+	p.w.halts.Report(state+" "+string(reason)+" "+ratelog.Class(text), text,
+		zap.String("state", state), zap.String("reason", string(reason)))
 	return nil
 }
 
@@ -56,14 +62,32 @@ func (p *pass) conflict(m primary.Intent) error {
 }
 
 // retryRest applies retry to each member of rest, the claimed members of
-// the run being delivered that were not reached, and then to the members of
-// the next run, if it was claimed already (prepareNext).
+// the run being delivered that were not reached, and then releases the
+// members of the next run, if it was claimed already (prepareNext): the
+// sequential algorithm would not have claimed them yet, and a member that
+// was never attempted is not charged for another member's failure. Their
+// claim's attempt is taken back and they are pending again.
 func (p *pass) retryRest(rest []primary.Intent) error {
 	if err := p.retryAll(rest); err != nil {
 		p.dropNext()
 		return err
 	}
-	return p.retryAll(p.dropNext())
+	return p.release(p.dropNext())
+}
+
+// release returns the members of a run claimed ahead, never attempted, to
+// pending with their claim's attempt taken back, in one synced primary
+// transaction. Should it fail (the primary failed), they stay delivering
+// under their lease, as after a crash.
+func (p *pass) release(ahead []primary.Intent) error {
+	if len(ahead) == 0 {
+		return nil
+	}
+	if _, err := p.w.src.Release(context.WithoutCancel(p.ctx), ahead); err != nil {
+		return fmt.Errorf("outbox: release the run claimed ahead: %w", err)
+	}
+	p.res.Released += len(ahead)
+	return nil
 }
 
 // retryAll applies retry to each member of rest.

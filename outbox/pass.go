@@ -22,6 +22,7 @@ type PassResult struct {
 	Duplicates   int // archive transactions that found equal bytes
 	Completed    int // intents completed on the primary
 	Retried      int // members scheduled for retry
+	Released     int // members of a run claimed ahead, never attempted, returned to pending with their attempt taken back
 	DeadLettered int // intents dead-lettered
 	Renewed      int // leases renewed before delivery
 	// Halted is the health reason that ended the pass early, or
@@ -39,7 +40,7 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	// A run claimed ahead (prepareNext) that the pass did not reach: its
 	// claim is awaited, and its members stay delivering under their lease,
 	// as after a crash. Every failure that the retry rules apply to has
-	// already retried them (retryRest); what is left is a stopping worker
+	// already released them (retryRest); what is left is a stopping worker
 	// or a failure of the primary itself.
 	p.dropNext()
 	// However the pass ended (an error, a halt, a cancelled context), the
@@ -153,6 +154,7 @@ func (p *pass) run() error {
 	}
 	if !p.halted {
 		w.health.set(StateHealthy, deliverytype.ReasonNone, p.now())
+		w.halts.Clear()
 	}
 	return nil
 }

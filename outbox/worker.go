@@ -13,6 +13,7 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/internal/process/clock"
 	"github.com/riffdb/riffdb/internal/testsupport/testsignal"
 	"github.com/riffdb/riffdb/primary"
@@ -43,6 +44,9 @@ type Source interface {
 	LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error)
 	Claim(ctx context.Context, members []primary.Intent, lease time.Time) ([]primary.Intent, error)
 	Renew(ctx context.Context, in primary.Intent, lease time.Time) (primary.Intent, error)
+	// Release returns claimed members that were never attempted to
+	// pending with the attempt their claim counted taken back, durably.
+	Release(ctx context.Context, members []primary.Intent) ([]primary.Intent, error)
 	// CompleteDeferred removes delivered members without waiting for the
 	// fsync; the next synced write to the source (the next claim, retry or
 	// dead letter) or Sync makes the removal durable.
@@ -136,6 +140,11 @@ type Worker struct {
 	log    *zap.Logger
 	inst   *instruments
 	health healthState
+	// halts logs "outbox delivery halted" at a bounded rate: a halted
+	// worker probes once a ProbeInterval for as long as the outage lasts,
+	// and a line per probe (86,400 a day per database) would bury the rest
+	// of the log. Cleared once delivery works again.
+	halts *ratelog.Logger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -175,6 +184,7 @@ func New(opts Options) (*Worker, error) {
 	}
 	w := &Worker{opts: opts, src: opts.Source, dst: opts.Destination, clock: opts.Clock,
 		log: opts.Logger.With(zap.String("database", opts.Alias)), wake: make(chan struct{}, 1)}
+	w.halts = ratelog.New(w.log, opts.Clock, "outbox delivery halted", ratelog.Options{})
 	w.health.h = Health{State: StateDegraded, Reason: deliverytype.ReasonStarting, Since: opts.Clock.Now()}
 	inst, err := newInstruments(opts, w.Health)
 	if err != nil {

@@ -144,6 +144,25 @@ type recordingSource struct {
 	scanned   int // intents returned by ScanIntents
 	// failComplete, when set, fails every completion (a crash before it).
 	failComplete error
+	// onComplete, when set, is given every group completed.
+	onComplete func([]primary.Intent)
+	// loadErr, when set, is given the number of LoadEvents calls so far
+	// (this one included); a non-nil error fails the call.
+	loadErr func(call int) error
+	loads   int
+}
+
+func (s *recordingSource) LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error) {
+	s.mu.Lock()
+	s.loads++
+	n, fail := s.loads, s.loadErr
+	s.mu.Unlock()
+	if fail != nil {
+		if err := fail(n); err != nil {
+			return nil, err
+		}
+	}
+	return s.DB.LoadEvents(ctx, ids)
 }
 
 func (s *recordingSource) ScanIntents(ctx context.Context, after *event.ID, limit int) ([]primary.Intent, error) {
@@ -164,10 +183,13 @@ func (s *recordingSource) Claim(ctx context.Context, m []primary.Intent, lease t
 func (s *recordingSource) CompleteDeferred(ctx context.Context, m []primary.Intent) error {
 	s.mu.Lock()
 	s.completes = append(s.completes, len(m))
-	fail := s.failComplete
+	fail, onComplete := s.failComplete, s.onComplete
 	s.mu.Unlock()
 	if fail != nil {
 		return fail
+	}
+	if onComplete != nil {
+		onComplete(m)
 	}
 	return s.DB.CompleteDeferred(ctx, m)
 }

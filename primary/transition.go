@@ -27,6 +27,30 @@ func (db *DB) Claim(ctx context.Context, members []Intent, lease time.Time) ([]I
 	}, pebble.Sync)
 }
 
+// Release returns claimed members that were never attempted to pending and
+// takes back the attempt their claim counted, in one synced batch, so that a
+// member is charged only for its own delivery (or for a crash while it was
+// claimed). The outbox worker releases the members of a run it claimed
+// ahead of delivery when the run before it fails. Each member must be stored
+// in its exact given delivering state with at least one attempt. All or
+// nothing: ErrConflict if any stored state differs. Crash-safe: before the
+// batch is durable the members stay delivering, and a restart returns them to
+// pending with the claim counted, as for any claimed member a crash
+// interrupts; after it they are pending with the attempt count they had
+// before the claim.
+func (db *DB) Release(ctx context.Context, members []Intent) ([]Intent, error) {
+	return db.rewrite(ctx, members, func(in Intent) (Intent, bool) {
+		if in.State != IntentDelivering || in.Attempts == 0 {
+			return in, false
+		}
+		in.State = IntentPending
+		in.Attempts--
+		in.LeaseDeadline = time.Time{}
+		in.NextAttempt = time.Time{}
+		return in, true
+	}, pebble.Sync)
+}
+
 // Renew extends the lease of a delivering intent without spending an attempt.
 func (db *DB) Renew(ctx context.Context, in Intent, lease time.Time) (Intent, error) {
 	return db.one(ctx, in, func(in Intent) (Intent, bool) {

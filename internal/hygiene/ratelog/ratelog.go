@@ -71,6 +71,7 @@ type Logger struct {
 
 type class struct {
 	text       string        // the latest report's text
+	fields     []zap.Field   // the latest report's further fields
 	next       time.Time     // no line for this class before next
 	interval   time.Duration // the gap after the next line
 	lastSeen   time.Time
@@ -108,9 +109,10 @@ func (l *Logger) Error(err error) {
 }
 
 // Report reports text under class key. It writes a warn line with fields
-// "error" (text) and "suppressed" when the class's interval has passed,
-// and otherwise only counts the report.
-func (l *Logger) Report(key, text string) {
+// "error" (text), the given fields and "suppressed" when the class's
+// interval has passed, and otherwise only counts the report. Fields that
+// vary between reports belong in key, or only the logged ones are seen.
+func (l *Logger) Report(key, text string, fields ...zap.Field) {
 	l.mu.Lock()
 	now := l.clock.Now()
 	c, ok := l.classes[key]
@@ -128,7 +130,7 @@ func (l *Logger) Report(key, text string) {
 		// Quiet for a whole maximum interval: a new episode.
 		c.interval, c.next = l.first, time.Time{}
 	}
-	c.lastSeen, c.text = now, text
+	c.lastSeen, c.text, c.fields = now, text, fields
 	if now.Before(c.next) {
 		c.suppressed++
 		l.mu.Unlock()
@@ -143,7 +145,15 @@ func (l *Logger) Report(key, text string) {
 		l.reported.Add(1)
 	}
 	l.mu.Unlock()
-	l.log.Log(l.level, l.msg, zap.String("error", text), zap.Int("suppressed", n))
+	l.log.Log(l.level, l.msg, lineFields(text, fields, n)...)
+}
+
+// lineFields returns the fields of a line: the error's text, the report's
+// fields and the reports it stands for.
+func lineFields(text string, fields []zap.Field, suppressed int) []zap.Field {
+	out := make([]zap.Field, 0, len(fields)+2)
+	out = append(out, fields...)
+	return append(out, zap.String("error", text), zap.Int("suppressed", suppressed))
 }
 
 // Clear records that the work succeeded again. Every class with a line
@@ -158,20 +168,21 @@ func (l *Logger) Clear() {
 	}
 	l.mu.Lock()
 	type line struct {
-		text string
-		n    int
+		text   string
+		fields []zap.Field
+		n      int
 	}
 	var lines []line
 	for _, c := range l.classes {
 		if c.reported {
-			lines = append(lines, line{c.text, c.suppressed})
+			lines = append(lines, line{c.text, c.fields, c.suppressed})
 			c.reported, c.suppressed = false, 0
 		}
 	}
 	l.reported.Store(0)
 	l.mu.Unlock()
 	for _, ln := range lines {
-		l.log.Info(l.msg+" cleared", zap.String("error", ln.text), zap.Int("suppressed", ln.n))
+		l.log.Info(l.msg+" cleared", lineFields(ln.text, ln.fields, ln.n)...)
 	}
 }
 

@@ -183,3 +183,26 @@ func TestCleanRealPebbleError(t *testing.T) {
 		t.Fatal("Clean(nil)")
 	}
 }
+
+func TestReportFieldsOnTheLineAndItsClear(t *testing.T) {
+	t.Parallel()
+	l, logs, c := setup(t)
+	for range 3 {
+		l.Report("k", "the archive is unavailable", zap.String("reason", "destination_unavailable"))
+		c.now = c.now.Add(100 * time.Millisecond)
+	}
+	l.Clear()
+	entries := logs.All()
+	if len(entries) != 2 {
+		t.Fatalf("%d lines, want the first report and the clear", len(entries))
+	}
+	for _, e := range entries {
+		m := e.ContextMap()
+		if m["reason"] != "destination_unavailable" || m["error"] != "the archive is unavailable" {
+			t.Fatalf("line %q: fields %v", e.Message, m)
+		}
+	}
+	if n := entries[1].ContextMap()["suppressed"]; n != int64(2) {
+		t.Fatalf("the clear line stands for %v reports, want 2", n)
+	}
+}
