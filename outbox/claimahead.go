@@ -19,12 +19,11 @@ import (
 // before the next claim returned: that many members may be accepted into
 // the archive and not durably completed, and a restart delivers them again,
 // as duplicates (46; without claim-ahead the middle term is absent: 31).
-// At the same
-// time up to MaxRun-1 members of the run being delivered and a whole run
-// claimed ahead may be claimed and not yet delivered: the restart returns
-// them to pending with that claim counted as an attempt (31; 16 without
-// claim-ahead). TestCrashReplayBound measures both on a model of the
-// write-ahead log and reaches them.
+// At the same time up to MaxRun-1 members of the run being delivered and a
+// whole run claimed ahead may be claimed and not yet delivered: the restart
+// returns them to pending with that claim counted as an attempt (31; 16
+// without claim-ahead). TestCrashReplayBound measures both on a model of
+// the write-ahead log and reaches them.
 const (
 	MaxCrashReplay  = MaxGroup - 1 + MaxRun - 1 + MaxRun
 	MaxCrashCharged = MaxRun - 1 + MaxRun
