@@ -3,6 +3,9 @@ GO ?= go
 PKGS ?= ./...
 # The race pass leaves out ./e2e: its tests drive a binary built without
 # -race, so a second run there would repeat `unit` and prove nothing new.
+# It runs the fast tier (-short): the campaigns run once, in unit. Neither
+# pass runs go test's vet subset: lint's go vet ./... covers the same files
+# with every analyzer.
 RACE_PKGS ?= $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
 
 .PHONY: help run test check deps lint unit race bench bench-startup-10m drain-chain soak inspect-steps dashboards loadtest reliability e2e-tracing clean
@@ -27,12 +30,12 @@ lint: ## gofmt, go vet, staticcheck, darwin and windows type check, go mod tidy 
 
 unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); prints the damage matrix and the live Prometheus table
 	@mkdir -p bin && rm -f bin/damage-matrix.md bin/prometheus-live.txt
-	RIFFDB_DAMAGE_REPORT=$(CURDIR)/bin/damage-matrix.md RIFFDB_PROMETHEUS_REPORT=$(CURDIR)/bin/prometheus-live.txt $(GO) test -count=1 -timeout 20m $(PKGS)
+	RIFFDB_DAMAGE_REPORT=$(CURDIR)/bin/damage-matrix.md RIFFDB_PROMETHEUS_REPORT=$(CURDIR)/bin/prometheus-live.txt $(GO) test -count=1 -vet=off -timeout 20m $(PKGS)
 	@if [ -s bin/damage-matrix.md ]; then echo "== damage matrix (e2e TestDamageMatrix): every file of every store damaged, inspected and started =="; cat bin/damage-matrix.md; fi
 	@if [ -s bin/prometheus-live.txt ]; then echo "== live Prometheus (e2e TestPrometheusEvaluatesDashboardsAndAlerts): every recording rule and panel query, phase and series =="; cat bin/prometheus-live.txt; fi
 
-race: ## go test -race over every package but ./e2e (whose tests drive a binary built without -race; unit runs them)
-	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
+race: ## go test -race -short over every package but ./e2e (the campaigns and ./e2e run once, in unit)
+	$(GO) test -race -short -count=1 -vet=off -timeout 20m $(RACE_PKGS)
 
 bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble, N raw writers), then the soak's 5-minute form (SOAK=0 skips it)
 	./scripts/bench.sh
