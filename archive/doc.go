@@ -190,6 +190,15 @@
 // would reuse those identities with other bytes, so Open refuses it as a
 // stop (reason history_behind_archive; one reverse seek in key order).
 //
+// # Step cursors
+//
+// A step cursor of Inspect carries the running totals of a scan, so it is
+// authenticated (HMAC-SHA256) under a secret of the store's own, the
+// cursor key file (CursorKeyFileName): a cursor edited by hand or by a
+// tool is ErrInvalidCursor whatever its checksum. Open writes the key when
+// it creates the store, and when an accepted store has none; a damaged key
+// file is refused as corrupt and never replaced. See cursorkey.go.
+//
 // # Never taking the process down
 //
 // Pebble's defaults exit the process on corruption and on WAL write or sync

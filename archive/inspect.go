@@ -106,9 +106,13 @@ type InspectOptions struct {
 // store's exclusive lock without creating LOCK or changing its timestamps
 // (ErrBusy while a server holds it; a store without LOCK is refused with
 // ErrRefused) and opens it read-only with that lock. It refuses a damaged
-// cursor, or one another archive issued (another archive of the same
-// database included), with ErrInvalidCursor before it reports anything;
-// then another binding (ErrBindingChanged) and an incompatible format.
+// or edited cursor (one not issued under the archive's cursor key exactly
+// as it is, whatever its content: cursorkey.go), or one another archive
+// issued (another archive of the same database included), with
+// ErrInvalidCursor before it reports anything; then another binding
+// (ErrBindingChanged) and an incompatible format. Without a cursor key
+// file it still verifies an archive in one step, but refuses to issue or
+// accept a cursor (ErrRefused); a damaged key file is "corrupt".
 //
 // Integrity is "incomplete" with a NextCursor when the bound ends first;
 // "changed" when the durable accounting differs from the one the first step
@@ -139,14 +143,9 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 	if opts.MaxPages < 1 || opts.MaxPages > MaxInspectPages {
 		return rep, fmt.Errorf("%w: max pages must be 1..%d", ErrInvalidArgument, MaxInspectPages)
 	}
-	var prev *stepState
 	if opts.After != "" {
-		var err error
-		if prev, err = decodeStepState(opts.After); err != nil {
+		if _, err := parseStepCursor(opts.After); err != nil {
 			return rep, err
-		}
-		if opts.CountIncarnations && !prev.count {
-			return rep, fmt.Errorf("%w: the scan did not count incarnations at its first step; start it again to count them", ErrInvalidArgument)
 		}
 	}
 	ro, err := openReadOnly(ctx, dir, fs)
@@ -166,8 +165,24 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 	if err != nil {
 		return rep, err
 	}
-	if prev != nil && prev.id != ro.id {
-		return rep, errForeignCursor
+	key, haveKey, keyErr := readCursorKey(ro.fs, ro.storeDir)
+	if keyErr != nil && !errors.Is(keyErr, ErrCorrupt) {
+		return rep, keyErr
+	}
+	var prev *stepState
+	if opts.After != "" && keyErr == nil {
+		if !haveKey {
+			return rep, errNoCursorKey
+		}
+		if prev, err = decodeStepState(opts.After, key); err != nil {
+			return rep, err
+		}
+		if prev.id != ro.id {
+			return rep, errForeignCursor
+		}
+		if opts.CountIncarnations && !prev.count {
+			return rep, fmt.Errorf("%w: the scan did not count incarnations at its first step; start it again to count them", ErrInvalidArgument)
+		}
 	}
 	if n, err := storeAllocated(ro.fs, ro.real, ro.storeDir); err == nil {
 		rep.AllocatedBytes = n
@@ -178,11 +193,23 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 	if m.binding != database {
 		return rep, fmt.Errorf("%w: archive is bound to database %s", ErrBindingChanged, m.binding)
 	}
-	return ro.step(ctx, rep, m, prev, opts)
+	if keyErr != nil {
+		// A damaged key file is damage to the store: nothing is verified
+		// and no cursor is issued or accepted.
+		rep.Integrity = IntegrityCorrupt
+		return rep, nil
+	}
+	return ro.step(ctx, rep, m, prev, stepKey{key: key, ok: haveKey}, opts)
+}
+
+// stepKey is the archive's cursor key, when it has one.
+type stepKey struct {
+	key cursorKey
+	ok  bool
 }
 
 // step runs one step of the scan after prev (nil: the first step).
-func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *stepState, opts InspectOptions) (InspectReport, error) {
+func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *stepState, key stepKey, opts InspectOptions) (InspectReport, error) {
 	cur := stepState{id: ro.id, acct: m.acct, count: opts.CountIncarnations}
 	var after Cursor
 	if prev != nil {
@@ -251,8 +278,10 @@ func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *s
 		rep.Integrity = IntegrityCorrupt
 	case err != nil:
 		return rep, err
+	case !t.complete && !key.ok:
+		return rep, errNoCursorKey
 	case !t.complete:
-		rep.Integrity, rep.NextCursor = IntegrityIncomplete, cur.encode()
+		rep.Integrity, rep.NextCursor = IntegrityIncomplete, cur.encode(key.key)
 	case cur.records != m.acct.Records || cur.bytes != m.acct.EncodedBytes:
 		rep.Integrity = IntegrityMismatch
 	case floorErr != nil:
