@@ -182,7 +182,9 @@
 //     covers crashes (the floor file is only as new as the last clean
 //     Close), an emptied archive directory (Open refuses to create one
 //     while the floor is positive), and an archive replaced by an older
-//     copy as a whole.
+//     copy as a whole. Inspect checks it too when the caller reads it
+//     from the stopped database (InspectOptions.Floor; the CLI's
+//     --database): the inspection to run after a crash.
 //
 // The other direction: an archive holding an event of the primary's
 // incarnation beyond the primary's last commit (Options.CheckHistory)

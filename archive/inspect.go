@@ -72,9 +72,21 @@ type InspectReport struct {
 	Incarnations []IncarnationCount
 	// MissingRecords, with Integrity "mismatch", is how many records at
 	// least the archive lost: its accounting is below the floor written at
-	// its last clean shutdown (floor.go).
+	// its last clean shutdown, or below InspectOptions.Floor (floor.go).
+	// MissingAnchor says which of the two proved the larger loss.
 	MissingRecords int64
+	MissingAnchor  string
 }
+
+// Values of InspectReport.MissingAnchor.
+const (
+	// AnchorFloorFile: the archive's floor file, written at its last clean
+	// shutdown.
+	AnchorFloorFile = "floor_file"
+	// AnchorDatabase: the primary's record of completed deliveries
+	// (InspectOptions.Floor), which also covers a crash.
+	AnchorDatabase = "database"
+)
 
 // InspectOptions configure Inspect.
 type InspectOptions struct {
@@ -95,6 +107,15 @@ type InspectOptions struct {
 	// progress line with an estimate of the time left. It runs on the
 	// calling goroutine and must not block.
 	Progress func(pages int, records, bytes, accounted int64)
+	// Floor, when positive, is a durable lower bound of the record count
+	// kept outside the archive: the primary's record of completed
+	// deliveries (primary.DeliveryMark.ArchiveFloor), the anchor the
+	// server's Open checks (Options.Floor). The step that completes the
+	// scan reports "mismatch" with MissingRecords when the accounting is
+	// below it. Unlike the archive's floor file, which is only as new as
+	// its last clean shutdown, it also covers a crash. It must not be
+	// negative (ErrInvalidArgument).
+	Floor int64
 }
 
 // Inspect verifies the archive in dir offline, one bounded step at a time:
@@ -120,7 +141,8 @@ type InspectOptions struct {
 // that reaches a damaged record says so); at the end of the scan,
 // "verified" only when the totals of every step match the durable
 // accounting, the metadata keys are the expected ones, the floor checks
-// pass and the storage engine's level check passes, "mismatch" otherwise.
+// (the archive's floor file, and opts.Floor when given) pass and the
+// storage engine's level check passes, "mismatch" otherwise.
 // These reports come with a nil error. Running the steps one after another
 // gives the same totals and verdict as one scan of enough pages.
 //
@@ -147,6 +169,9 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 		if _, err := parseStepCursor(opts.After); err != nil {
 			return rep, err
 		}
+	}
+	if opts.Floor < 0 {
+		return rep, fmt.Errorf("%w: the floor must not be negative", ErrInvalidArgument)
 	}
 	ro, err := openReadOnly(ctx, dir, fs)
 	if errors.Is(err, ErrCorrupt) {
@@ -246,6 +271,13 @@ func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *s
 	if floorErr != nil && !errors.Is(floorErr, ErrCorrupt) {
 		return rep, floorErr
 	}
+	// The primary's record of completed deliveries, when the caller read
+	// it (InspectOptions.Floor): the anchor that also covers a crash.
+	if perr := checkFloor(m.acct, opts.Floor, anchorPrimary); perr != nil {
+		if p := perr.(*LostRecordsError); lost == nil || p.Missing > lost.Missing {
+			lost = p
+		}
+	}
 
 	t, err := ro.scan(ctx, after, opts.MaxPages, func(p Page) error {
 		cur.pages++
@@ -288,6 +320,10 @@ func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *s
 		rep.Integrity = IntegrityCorrupt
 	case lost != nil:
 		rep.Integrity, rep.MissingRecords = IntegrityMismatch, lost.Missing
+		rep.MissingAnchor = AnchorFloorFile
+		if lost.Anchor == anchorPrimary {
+			rep.MissingAnchor = AnchorDatabase
+		}
 	default:
 		rep.Integrity = IntegrityVerified
 	}
