@@ -39,7 +39,9 @@ type inspectResult struct {
 	Integrity       string             `json:"integrity,omitzero"`
 	NextCursor      string             `json:"next_cursor,omitzero"`
 	// MissingRecords is present with integrity "mismatch" when the archive
-	// holds fewer records than at its last clean shutdown.
+	// holds fewer records than at its last clean shutdown or, with
+	// --database-path, than the database recorded with its completed
+	// deliveries.
 	MissingRecords int64 `json:"missing_records,omitzero"`
 	// resume is the command that runs the next step (text mode only).
 	resume string
@@ -132,6 +134,7 @@ func (r inspectResult) writeText(w io.Writer) error {
 func newOutboxArchiveInspectCommand() *cobra.Command {
 	var (
 		dir, idText, after string
+		dbPath             string
 		maxPages           int
 		count              bool
 	)
@@ -158,8 +161,17 @@ or "corrupt" otherwise (the step that reaches a damaged record says so), and
 (give it at the first step; later steps keep counting).
 
 A cursor resumes only the scan of the archive that issued it, and is refused
-(invalid_cursor) for any other archive or when damaged. Inspection creates and
-changes nothing, not even the lock file's timestamps. On a terminal, text mode
+(invalid_cursor) for any other archive, when damaged or when edited in any way:
+it is authenticated with a key kept in the archive's store.
+
+After a crash, also give --database-path, the stopped database's directory:
+the archive's own floor is only as new as its last clean shutdown, while the
+database records, with every completed delivery, how many records the archive
+held. Inspection then takes the database's lock too, reads it read-only and
+says "mismatch" with missing_records when the archive holds fewer.
+
+Inspection creates and changes nothing, in the archive or the database, not
+even the lock files' timestamps. On a terminal, text mode
 shows a progress line on stderr (records of the total, bytes, rate, time left).
 Errors contain no paths and no event
 payloads. This implementation requires Linux.`,
@@ -178,11 +190,26 @@ payloads. This implementation requires Linux.`,
 			if cmd.Flags().Changed("after") && after == "" {
 				return Local("invalid_cursor", "--after needs the next_cursor of the previous step")
 			}
+			if cmd.Flags().Changed("database-path") {
+				if err := checkPathFlag("--database-path", dbPath); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
 			opts := archive.InspectOptions{MaxPages: maxPages, After: after, CountIncarnations: count}
+			if dbPath != "" {
+				// Held until the inspection ends: no server starts the
+				// database in between.
+				release, floor, err := databaseAnchor(ctx, dbPath, id)
+				if err != nil {
+					return err
+				}
+				defer release()
+				opts.Floor = floor
+			}
 			if stderr := cmd.ErrOrStderr(); outputMode(cmd) == "text" && isTerminal(stderr) {
 				p := newProgressLine(stderr, inspectClock, maxPages)
 				opts.Progress = p.update
@@ -197,12 +224,11 @@ payloads. This implementation requires Linux.`,
 			case archive.IntegrityMismatch, archive.IntegrityCorrupt, archive.IntegrityChanged:
 				msg := integrityMessage(rep.Integrity)
 				if rep.MissingRecords > 0 {
-					msg = fmt.Sprintf("the archive holds %d records fewer than at its last clean shutdown: records were lost "+
-						"(a truncated or replaced log); stop delivery and investigate", rep.MissingRecords)
+					msg = missingMessage(rep)
 				}
 				return &Error{Kind: KindPublic, Code: "archive_integrity_" + rep.Integrity, Result: res, Message: msg}
 			case archive.IntegrityIncomplete:
-				res.resume = resumeCommand(dir, id, maxPages, count, rep.NextCursor)
+				res.resume = resumeCommand(dir, dbPath, id, maxPages, count, rep.NextCursor)
 			}
 			return Emit(cmd, res, res.writeText)
 		},
@@ -213,13 +239,18 @@ payloads. This implementation requires Linux.`,
 	f.IntVar(&maxPages, "max-pages", 1, fmt.Sprintf("the page bound of this step, 1 through %d", archive.MaxInspectPages))
 	f.StringVar(&after, "after", "", "resume the scan after the previous step: its next_cursor")
 	f.BoolVar(&count, "count-incarnations", false, "also count the records of each history incarnation (from the first step)")
+	f.StringVar(&dbPath, "database-path", "", "the stopped database's directory (the configured [database] path): also check "+
+		"the archive against the database's record of completed deliveries, the inspection to run after a crash")
 	return cmd
 }
 
 // resumeCommand is the command line that runs the step after this one.
-func resumeCommand(dir string, id event.DatabaseID, maxPages int, count bool, cursor string) string {
+func resumeCommand(dir, dbPath string, id event.DatabaseID, maxPages int, count bool, cursor string) string {
 	s := fmt.Sprintf("riffdb outbox archive inspect --directory %s --database-id %s --max-pages %d",
 		shellQuote(dir), id, maxPages)
+	if dbPath != "" {
+		s += " --database-path " + shellQuote(dbPath)
+	}
 	if count {
 		s += " --count-incarnations"
 	}
@@ -335,21 +366,25 @@ func isTerminal(w io.Writer) bool {
 }
 
 // checkDirectoryFlag applies the configuration's rule for paths to
-// --directory: absolute and lexically normalized (filepath.Clean leaves it
+// --directory (checkPathFlag).
+func checkDirectoryFlag(p string) error { return checkPathFlag("--directory", p) }
+
+// checkPathFlag applies the configuration's rule for paths to the flag
+// named flag: absolute and lexically normalized (filepath.Clean leaves it
 // unchanged: no "." or ".." components, repeated separators or trailing
 // separator), without a NUL byte. It mirrors config's checkPath, which is
 // not exported; a test checks that the two agree. The message never
 // repeats the path.
-func checkDirectoryFlag(p string) error {
+func checkPathFlag(flag, p string) error {
 	switch {
 	case p == "":
-		return Local("usage", "--directory is required")
+		return Local("usage", "%s is required", flag)
 	case strings.IndexByte(p, 0) >= 0:
-		return Local("usage", "--directory contains a NUL byte")
+		return Local("usage", "%s contains a NUL byte", flag)
 	case !filepath.IsAbs(p):
-		return Local("usage", "--directory must be an absolute path")
+		return Local("usage", "%s must be an absolute path", flag)
 	case filepath.Clean(p) != p:
-		return Local("usage", "--directory must be a normalized path: no '.' or '..' components, repeated separators or trailing separator")
+		return Local("usage", "%s must be a normalized path: no '.' or '..' components, repeated separators or trailing separator", flag)
 	}
 	return nil
 }
