@@ -182,13 +182,24 @@
 //     covers crashes (the floor file is only as new as the last clean
 //     Close), an emptied archive directory (Open refuses to create one
 //     while the floor is positive), and an archive replaced by an older
-//     copy as a whole.
+//     copy as a whole. Inspect checks it too when the caller reads it
+//     from the stopped database (InspectOptions.Floor; the CLI's
+//     --database): the inspection to run after a crash.
 //
 // The other direction: an archive holding an event of the primary's
 // incarnation beyond the primary's last commit (Options.CheckHistory)
 // means the primary lost its tail or was copied back by hand; delivery
 // would reuse those identities with other bytes, so Open refuses it as a
 // stop (reason history_behind_archive; one reverse seek in key order).
+//
+// # Step cursors
+//
+// A step cursor of Inspect carries the running totals of a scan, so it is
+// authenticated (HMAC-SHA256) under a secret of the store's own, the
+// cursor key file (CursorKeyFileName): a cursor edited by hand or by a
+// tool is ErrInvalidCursor whatever its checksum. Open writes the key when
+// it creates the store, and when an accepted store has none; a damaged key
+// file is refused as corrupt and never replaced. See cursorkey.go.
 //
 // # Never taking the process down
 //

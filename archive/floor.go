@@ -91,20 +91,31 @@ func decodeFloor(b []byte) (event.DatabaseID, accounting, error) {
 
 // readFloor reads the floor file; ok is false when there is none.
 func readFloor(fs vfs.FS, storeDir string) (id event.DatabaseID, a accounting, ok bool, err error) {
-	f, err := fs.Open(fs.PathJoin(storeDir, FloorFileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return id, a, false, nil
-	}
-	if err != nil {
-		return id, a, false, mapError("reading the archive's floor file", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, int64(floorSize)+1))
-	if err != nil {
-		return id, a, false, mapError("reading the archive's floor file", err)
+	b, ok, err := readOwnFile(fs, storeDir, FloorFileName, floorSize, "reading the archive's floor file")
+	if err != nil || !ok {
+		return id, a, false, err
 	}
 	id, a, err = decodeFloor(b)
 	return id, a, err == nil, err
+}
+
+// readOwnFile reads one of riffdb's own files of the store directory,
+// through fs (on the real filesystem, the custody FS verifies the opened
+// descriptor), up to one byte more than size so that a longer file is
+// seen; ok is false when there is none. Errors name what, never a path.
+func readOwnFile(fs vfs.FS, storeDir, name string, size int, what string) (b []byte, ok bool, err error) {
+	f, err := fs.Open(fs.PathJoin(storeDir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, mapError(what, err)
+	}
+	defer f.Close()
+	if b, err = io.ReadAll(io.LimitReader(f, int64(size)+1)); err != nil {
+		return nil, false, mapError(what, err)
+	}
+	return b, true, nil
 }
 
 // writeFloor replaces the floor file atomically and durably

@@ -168,50 +168,53 @@ func TestCheckEngineFormat(t *testing.T) {
 func FuzzStepCursor(f *testing.F) {
 	good := (&stepState{id: makeArchiveID(testDatabase, []byte{1}), acct: accounting{Records: 9, EncodedBytes: 900},
 		count: true, steps: 2, pages: 3, records: 5, bytes: 500,
-		incs: []IncarnationCount{{1, 2}, {4, 3}}, last: event.Key{Database: testDatabase, Incarnation: 4, Event: event.ID{Seq: 7}}}).encode()
+		incs: []IncarnationCount{{1, 2}, {4, 3}}, last: event.Key{Database: testDatabase, Incarnation: 4, Event: event.ID{Seq: 7}}}).encode(testCursorKey)
 	f.Add(good)
 	f.Add("")
 	f.Add(good[:len(good)-3])
 	f.Add("!!")
 	f.Fuzz(func(t *testing.T, text string) {
-		s, err := decodeStepState(text)
+		s, err := decodeStepState(text, testCursorKey)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidCursor) {
 				t.Fatalf("error %v does not wrap ErrInvalidCursor", err)
 			}
 			return
 		}
-		if s.encode() != text {
+		if s.encode(testCursorKey) != text {
 			t.Fatal("step cursor does not round-trip")
 		}
 	})
 }
 
+// testCursorKey is the cursor key of the cursor tests that need no store.
+var testCursorKey = cursorKey{b: [cursorKeyLen]byte{1, 2, 3}}
+
 func TestStepCursorRefusesDamage(t *testing.T) {
 	t.Parallel()
 	s := &stepState{id: makeArchiveID(testDatabase, nil), acct: accounting{Records: 3, EncodedBytes: 30}, steps: 1, pages: 1,
 		records: 2, bytes: 20, last: event.Key{Database: testDatabase, Incarnation: 1, Event: event.ID{Seq: 2}}}
-	text := s.encode()
-	back, err := decodeStepState(text)
-	if err != nil || back.encode() != text {
+	text := s.encode(testCursorKey)
+	back, err := decodeStepState(text, testCursorKey)
+	if err != nil || back.encode(testCursorKey) != text {
 		t.Fatalf("round trip: %v", err)
 	}
 	raw, _ := base64.RawURLEncoding.DecodeString(text)
 	for i := range raw {
 		b := bytes.Clone(raw)
 		b[i] ^= 0x40
-		if _, err := decodeStepState(base64.RawURLEncoding.EncodeToString(b)); !errors.Is(err, ErrInvalidCursor) {
+		if _, err := decodeStepState(base64.RawURLEncoding.EncodeToString(b), testCursorKey); !errors.Is(err, ErrInvalidCursor) {
 			t.Fatalf("byte %d flipped: %v", i, err)
 		}
 	}
 	for n := 0; n < len(text); n++ {
-		if _, err := decodeStepState(text[:n]); !errors.Is(err, ErrInvalidCursor) {
+		if _, err := decodeStepState(text[:n], testCursorKey); !errors.Is(err, ErrInvalidCursor) {
 			t.Fatalf("truncated to %d: %v", n, err)
 		}
 	}
 	old := bytes.Clone(raw)
 	old[1] = 0
-	if _, err := decodeStepState(base64.RawURLEncoding.EncodeToString(old)); !errors.Is(err, ErrInvalidCursor) ||
+	if _, err := decodeStepState(base64.RawURLEncoding.EncodeToString(old), testCursorKey); !errors.Is(err, ErrInvalidCursor) ||
 		!strings.Contains(err.Error(), "version") {
 		t.Fatalf("other version: %v", err)
 	}

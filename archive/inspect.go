@@ -72,9 +72,21 @@ type InspectReport struct {
 	Incarnations []IncarnationCount
 	// MissingRecords, with Integrity "mismatch", is how many records at
 	// least the archive lost: its accounting is below the floor written at
-	// its last clean shutdown (floor.go).
+	// its last clean shutdown, or below InspectOptions.Floor (floor.go).
+	// MissingAnchor says which of the two proved the larger loss.
 	MissingRecords int64
+	MissingAnchor  string
 }
+
+// Values of InspectReport.MissingAnchor.
+const (
+	// AnchorFloorFile: the archive's floor file, written at its last clean
+	// shutdown.
+	AnchorFloorFile = "floor_file"
+	// AnchorDatabase: the primary's record of completed deliveries
+	// (InspectOptions.Floor), which also covers a crash.
+	AnchorDatabase = "database"
+)
 
 // InspectOptions configure Inspect.
 type InspectOptions struct {
@@ -95,6 +107,15 @@ type InspectOptions struct {
 	// progress line with an estimate of the time left. It runs on the
 	// calling goroutine and must not block.
 	Progress func(pages int, records, bytes, accounted int64)
+	// Floor, when positive, is a durable lower bound of the record count
+	// kept outside the archive: the primary's record of completed
+	// deliveries (primary.DeliveryMark.ArchiveFloor), the anchor the
+	// server's Open checks (Options.Floor). The step that completes the
+	// scan reports "mismatch" with MissingRecords when the accounting is
+	// below it. Unlike the archive's floor file, which is only as new as
+	// its last clean shutdown, it also covers a crash. It must not be
+	// negative (ErrInvalidArgument).
+	Floor int64
 }
 
 // Inspect verifies the archive in dir offline, one bounded step at a time:
@@ -106,9 +127,13 @@ type InspectOptions struct {
 // store's exclusive lock without creating LOCK or changing its timestamps
 // (ErrBusy while a server holds it; a store without LOCK is refused with
 // ErrRefused) and opens it read-only with that lock. It refuses a damaged
-// cursor, or one another archive issued (another archive of the same
-// database included), with ErrInvalidCursor before it reports anything;
-// then another binding (ErrBindingChanged) and an incompatible format.
+// or edited cursor (one not issued under the archive's cursor key exactly
+// as it is, whatever its content: cursorkey.go), or one another archive
+// issued (another archive of the same database included), with
+// ErrInvalidCursor before it reports anything; then another binding
+// (ErrBindingChanged) and an incompatible format. Without a cursor key
+// file it still verifies an archive in one step, but refuses to issue or
+// accept a cursor (ErrRefused); a damaged key file is "corrupt".
 //
 // Integrity is "incomplete" with a NextCursor when the bound ends first;
 // "changed" when the durable accounting differs from the one the first step
@@ -116,7 +141,8 @@ type InspectOptions struct {
 // that reaches a damaged record says so); at the end of the scan,
 // "verified" only when the totals of every step match the durable
 // accounting, the metadata keys are the expected ones, the floor checks
-// pass and the storage engine's level check passes, "mismatch" otherwise.
+// (the archive's floor file, and opts.Floor when given) pass and the
+// storage engine's level check passes, "mismatch" otherwise.
 // These reports come with a nil error. Running the steps one after another
 // gives the same totals and verdict as one scan of enough pages.
 //
@@ -139,15 +165,13 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 	if opts.MaxPages < 1 || opts.MaxPages > MaxInspectPages {
 		return rep, fmt.Errorf("%w: max pages must be 1..%d", ErrInvalidArgument, MaxInspectPages)
 	}
-	var prev *stepState
 	if opts.After != "" {
-		var err error
-		if prev, err = decodeStepState(opts.After); err != nil {
+		if _, err := parseStepCursor(opts.After); err != nil {
 			return rep, err
 		}
-		if opts.CountIncarnations && !prev.count {
-			return rep, fmt.Errorf("%w: the scan did not count incarnations at its first step; start it again to count them", ErrInvalidArgument)
-		}
+	}
+	if opts.Floor < 0 {
+		return rep, fmt.Errorf("%w: the floor must not be negative", ErrInvalidArgument)
 	}
 	ro, err := openReadOnly(ctx, dir, fs)
 	if errors.Is(err, ErrCorrupt) {
@@ -166,8 +190,24 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 	if err != nil {
 		return rep, err
 	}
-	if prev != nil && prev.id != ro.id {
-		return rep, errForeignCursor
+	key, haveKey, keyErr := readCursorKey(ro.fs, ro.storeDir)
+	if keyErr != nil && !errors.Is(keyErr, ErrCorrupt) {
+		return rep, keyErr
+	}
+	var prev *stepState
+	if opts.After != "" && keyErr == nil {
+		if !haveKey {
+			return rep, errNoCursorKey
+		}
+		if prev, err = decodeStepState(opts.After, key); err != nil {
+			return rep, err
+		}
+		if prev.id != ro.id {
+			return rep, errForeignCursor
+		}
+		if opts.CountIncarnations && !prev.count {
+			return rep, fmt.Errorf("%w: the scan did not count incarnations at its first step; start it again to count them", ErrInvalidArgument)
+		}
 	}
 	if n, err := storeAllocated(ro.fs, ro.real, ro.storeDir); err == nil {
 		rep.AllocatedBytes = n
@@ -178,11 +218,23 @@ func inspect(ctx context.Context, dir string, database event.DatabaseID, fs vfs.
 	if m.binding != database {
 		return rep, fmt.Errorf("%w: archive is bound to database %s", ErrBindingChanged, m.binding)
 	}
-	return ro.step(ctx, rep, m, prev, opts)
+	if keyErr != nil {
+		// A damaged key file is damage to the store: nothing is verified
+		// and no cursor is issued or accepted.
+		rep.Integrity = IntegrityCorrupt
+		return rep, nil
+	}
+	return ro.step(ctx, rep, m, prev, stepKey{key: key, ok: haveKey}, opts)
+}
+
+// stepKey is the archive's cursor key, when it has one.
+type stepKey struct {
+	key cursorKey
+	ok  bool
 }
 
 // step runs one step of the scan after prev (nil: the first step).
-func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *stepState, opts InspectOptions) (InspectReport, error) {
+func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *stepState, key stepKey, opts InspectOptions) (InspectReport, error) {
 	cur := stepState{id: ro.id, acct: m.acct, count: opts.CountIncarnations}
 	var after Cursor
 	if prev != nil {
@@ -219,6 +271,13 @@ func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *s
 	if floorErr != nil && !errors.Is(floorErr, ErrCorrupt) {
 		return rep, floorErr
 	}
+	// The primary's record of completed deliveries, when the caller read
+	// it (InspectOptions.Floor): the anchor that also covers a crash.
+	if perr := checkFloor(m.acct, opts.Floor, anchorPrimary); perr != nil {
+		if p := perr.(*LostRecordsError); lost == nil || p.Missing > lost.Missing {
+			lost = p
+		}
+	}
 
 	t, err := ro.scan(ctx, after, opts.MaxPages, func(p Page) error {
 		cur.pages++
@@ -251,14 +310,20 @@ func (ro *readOnly) step(ctx context.Context, rep InspectReport, m meta, prev *s
 		rep.Integrity = IntegrityCorrupt
 	case err != nil:
 		return rep, err
+	case !t.complete && !key.ok:
+		return rep, errNoCursorKey
 	case !t.complete:
-		rep.Integrity, rep.NextCursor = IntegrityIncomplete, cur.encode()
+		rep.Integrity, rep.NextCursor = IntegrityIncomplete, cur.encode(key.key)
 	case cur.records != m.acct.Records || cur.bytes != m.acct.EncodedBytes:
 		rep.Integrity = IntegrityMismatch
 	case floorErr != nil:
 		rep.Integrity = IntegrityCorrupt
 	case lost != nil:
 		rep.Integrity, rep.MissingRecords = IntegrityMismatch, lost.Missing
+		rep.MissingAnchor = AnchorFloorFile
+		if lost.Anchor == anchorPrimary {
+			rep.MissingAnchor = AnchorDatabase
+		}
 	default:
 		rep.Integrity = IntegrityVerified
 	}

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"crypto/hmac"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -35,14 +36,18 @@ type stepState struct {
 
 // step cursor layout: 'I' ‖ version(1) ‖ archiveID(16) ‖ flags(1) ‖
 // last key(36) ‖ accounting records(8) bytes(8) ‖ steps(4) ‖ pages(8) ‖
-// records(8) ‖ bytes(8) ‖ n(2) ‖ n × (incarnation(8) records(8)) ‖ CRC32C.
+// records(8) ‖ bytes(8) ‖ n(2) ‖ n × (incarnation(8) records(8)) ‖
+// HMAC-SHA256 of everything before it under the archive's cursor key
+// (cursorkey.go). Version 1 ended in a CRC32C, which anyone could
+// recompute after editing the totals; it is refused.
 const (
 	stepCursorTag     = 'I'
-	stepCursorVersion = 1
-	stepCursorFixed   = 2 + len(archiveID{}) + 1 + event.KeyLen + 16 + 4 + 8 + 16 + 2 + 4
+	stepCursorVersion = 2
+	stepCursorFixed   = 2 + len(archiveID{}) + 1 + event.KeyLen + 16 + 4 + 8 + 16 + 2 + cursorMACLen
 )
 
-func (s *stepState) encode() string {
+// encode returns the cursor text, authenticated under key.
+func (s *stepState) encode(key cursorKey) string {
 	b := make([]byte, 0, stepCursorFixed+16*len(s.incs))
 	b = append(b, stepCursorTag, stepCursorVersion)
 	b = append(b, s.id[:]...)
@@ -63,7 +68,7 @@ func (s *stepState) encode() string {
 		b = binary.BigEndian.AppendUint64(b, ic.Incarnation)
 		b = binary.BigEndian.AppendUint64(b, uint64(ic.Records))
 	}
-	b = binary.BigEndian.AppendUint32(b, checksum(b))
+	b = append(b, key.mac(b)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -71,9 +76,10 @@ func errDamagedStepCursor() error {
 	return fmt.Errorf("%w: the cursor is damaged or truncated (pass the next_cursor of the previous step exactly)", ErrInvalidCursor)
 }
 
-// decodeStepState decodes and checks a step cursor's text; every defect
-// is ErrInvalidCursor.
-func decodeStepState(text string) (*stepState, error) {
+// parseStepCursor decodes a step cursor's text and checks its tag and
+// version, which needs no key: Inspect runs it before it opens the
+// archive. Every defect is ErrInvalidCursor.
+func parseStepCursor(text string) ([]byte, error) {
 	b, ok := decodeCursorText([]byte(text))
 	if !ok {
 		return nil, fmt.Errorf("%w: the cursor is not base64url text", ErrInvalidCursor)
@@ -85,9 +91,24 @@ func decodeStepState(text string) (*stepState, error) {
 		return nil, fmt.Errorf("%w: inspection cursor version %d is not supported (this version issues %d); start the scan again",
 			ErrInvalidCursor, b[1], stepCursorVersion)
 	}
-	if len(b) < stepCursorFixed || (len(b)-stepCursorFixed)%16 != 0 ||
-		binary.BigEndian.Uint32(b[len(b)-4:]) != checksum(b[:len(b)-4]) {
+	return b, nil
+}
+
+// decodeStepState decodes and checks a step cursor's text, authenticated
+// under key: a cursor that was not issued under key exactly as it is, or
+// that does not decode, is ErrInvalidCursor.
+func decodeStepState(text string, key cursorKey) (*stepState, error) {
+	b, err := parseStepCursor(text)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < stepCursorFixed || (len(b)-stepCursorFixed)%16 != 0 {
 		return nil, errDamagedStepCursor()
+	}
+	body := b[:len(b)-cursorMACLen]
+	if !hmac.Equal(b[len(body):], key.mac(body)) {
+		return nil, fmt.Errorf("%w: the cursor was not issued by this archive as it is (edited, damaged or truncated); "+
+			"pass the next_cursor of the previous step exactly, or start the scan again", ErrInvalidCursor)
 	}
 	s := &stepState{}
 	p := b[2:]
@@ -97,7 +118,6 @@ func decodeStepState(text string) (*stepState, error) {
 		return nil, errDamagedStepCursor()
 	}
 	s.count = p[0] == 1
-	var err error
 	if s.last, err = event.DecodeKey(p[1 : 1+event.KeyLen]); err != nil {
 		return nil, errDamagedStepCursor()
 	}
@@ -109,7 +129,7 @@ func decodeStepState(text string) (*stepState, error) {
 	s.pages, s.records, s.bytes = u64(), u64(), u64()
 	n := int(binary.BigEndian.Uint16(p))
 	p = p[2:]
-	if n != (len(p)-4)/16 || s.steps < 1 || s.pages < 1 || s.records < 1 || s.bytes < 1 ||
+	if n != (len(p)-cursorMACLen)/16 || s.steps < 1 || s.pages < 1 || s.records < 1 || s.bytes < 1 ||
 		s.acct.Records < 0 || s.acct.EncodedBytes < 0 || (n > 0) != s.count {
 		return nil, errDamagedStepCursor()
 	}

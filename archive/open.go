@@ -284,6 +284,11 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 			if err := checkEngineFormat(desc.FormatMajorVersion); err != nil {
 				return false, err
 			}
+			// A damaged cursor key is refused before the engine opens
+			// the store read-write (cursorkey.go).
+			if _, _, err := readCursorKey(s.fs, s.storeDir); err != nil {
+				return false, err
+			}
 		}
 	}
 	if create && opts.Floor > 0 {
@@ -321,6 +326,10 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 		return false, err
 	}
 	if err := s.checkAnchors(ctx, opts, create); err != nil {
+		_ = s.closeDB()
+		return false, err
+	}
+	if err := s.ensureCursorKey(create); err != nil {
 		_ = s.closeDB()
 		return false, err
 	}

@@ -166,12 +166,7 @@ func TestInspectStepsSeeAChangedArchive(t *testing.T) {
 func TestInspectRefusesBadCursors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fs := steppedSetup(t, 300)
-	rep, err := inspect(ctx, testDir, testDatabase, fs, InspectOptions{MaxPages: 1})
-	if err != nil || rep.NextCursor == "" {
-		t.Fatalf("step 1: %+v, %v", rep, err)
-	}
-	good := rep.NextCursor
+	fs, good := firstStep(t)
 	// Another archive, bound to another database, with as many records.
 	other := newMemFS(t, false)
 	otherDB := event.DatabaseID{0xfe, 1}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +39,9 @@ type inspectResult struct {
 	Integrity       string             `json:"integrity,omitzero"`
 	NextCursor      string             `json:"next_cursor,omitzero"`
 	// MissingRecords is present with integrity "mismatch" when the archive
-	// holds fewer records than at its last clean shutdown.
+	// holds fewer records than at its last clean shutdown or, with
+	// --database-path, than the database recorded with its completed
+	// deliveries.
 	MissingRecords int64 `json:"missing_records,omitzero"`
 	// resume is the command that runs the next step (text mode only).
 	resume string
@@ -133,6 +134,7 @@ func (r inspectResult) writeText(w io.Writer) error {
 func newOutboxArchiveInspectCommand() *cobra.Command {
 	var (
 		dir, idText, after string
+		dbPath             string
 		maxPages           int
 		count              bool
 	)
@@ -159,8 +161,17 @@ or "corrupt" otherwise (the step that reaches a damaged record says so), and
 (give it at the first step; later steps keep counting).
 
 A cursor resumes only the scan of the archive that issued it, and is refused
-(invalid_cursor) for any other archive or when damaged. Inspection creates and
-changes nothing, not even the lock file's timestamps. On a terminal, text mode
+(invalid_cursor) for any other archive, when damaged or when edited in any way:
+it is authenticated with a key kept in the archive's store.
+
+After a crash, also give --database-path, the stopped database's directory:
+the archive's own floor is only as new as its last clean shutdown, while the
+database records, with every completed delivery, how many records the archive
+held. Inspection then takes the database's lock too, reads it read-only and
+says "mismatch" with missing_records when the archive holds fewer.
+
+Inspection creates and changes nothing, in the archive or the database, not
+even the lock files' timestamps. On a terminal, text mode
 shows a progress line on stderr (records of the total, bytes, rate, time left).
 Errors contain no paths and no event
 payloads. This implementation requires Linux.`,
@@ -179,11 +190,26 @@ payloads. This implementation requires Linux.`,
 			if cmd.Flags().Changed("after") && after == "" {
 				return Local("invalid_cursor", "--after needs the next_cursor of the previous step")
 			}
+			if cmd.Flags().Changed("database-path") {
+				if err := checkPathFlag("--database-path", dbPath); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
 			opts := archive.InspectOptions{MaxPages: maxPages, After: after, CountIncarnations: count}
+			if dbPath != "" {
+				// Held until the inspection ends: no server starts the
+				// database in between.
+				release, floor, err := databaseAnchor(ctx, dbPath, id)
+				if err != nil {
+					return err
+				}
+				defer release()
+				opts.Floor = floor
+			}
 			if stderr := cmd.ErrOrStderr(); outputMode(cmd) == "text" && isTerminal(stderr) {
 				p := newProgressLine(stderr, inspectClock, maxPages)
 				opts.Progress = p.update
@@ -198,12 +224,11 @@ payloads. This implementation requires Linux.`,
 			case archive.IntegrityMismatch, archive.IntegrityCorrupt, archive.IntegrityChanged:
 				msg := integrityMessage(rep.Integrity)
 				if rep.MissingRecords > 0 {
-					msg = fmt.Sprintf("the archive holds %d records fewer than at its last clean shutdown: records were lost "+
-						"(a truncated or replaced log); stop delivery and investigate", rep.MissingRecords)
+					msg = missingMessage(rep)
 				}
 				return &Error{Kind: KindPublic, Code: "archive_integrity_" + rep.Integrity, Result: res, Message: msg}
 			case archive.IntegrityIncomplete:
-				res.resume = resumeCommand(dir, id, maxPages, count, rep.NextCursor)
+				res.resume = resumeCommand(dir, dbPath, id, maxPages, count, rep.NextCursor)
 			}
 			return Emit(cmd, res, res.writeText)
 		},
@@ -214,13 +239,18 @@ payloads. This implementation requires Linux.`,
 	f.IntVar(&maxPages, "max-pages", 1, fmt.Sprintf("the page bound of this step, 1 through %d", archive.MaxInspectPages))
 	f.StringVar(&after, "after", "", "resume the scan after the previous step: its next_cursor")
 	f.BoolVar(&count, "count-incarnations", false, "also count the records of each history incarnation (from the first step)")
+	f.StringVar(&dbPath, "database-path", "", "the stopped database's directory (the configured [database] path): also check "+
+		"the archive against the database's record of completed deliveries, the inspection to run after a crash")
 	return cmd
 }
 
 // resumeCommand is the command line that runs the step after this one.
-func resumeCommand(dir string, id event.DatabaseID, maxPages int, count bool, cursor string) string {
+func resumeCommand(dir, dbPath string, id event.DatabaseID, maxPages int, count bool, cursor string) string {
 	s := fmt.Sprintf("riffdb outbox archive inspect --directory %s --database-id %s --max-pages %d",
 		shellQuote(dir), id, maxPages)
+	if dbPath != "" {
+		s += " --database-path " + shellQuote(dbPath)
+	}
 	if count {
 		s += " --count-incarnations"
 	}
@@ -336,120 +366,25 @@ func isTerminal(w io.Writer) bool {
 }
 
 // checkDirectoryFlag applies the configuration's rule for paths to
-// --directory: absolute and lexically normalized (filepath.Clean leaves it
+// --directory (checkPathFlag).
+func checkDirectoryFlag(p string) error { return checkPathFlag("--directory", p) }
+
+// checkPathFlag applies the configuration's rule for paths to the flag
+// named flag: absolute and lexically normalized (filepath.Clean leaves it
 // unchanged: no "." or ".." components, repeated separators or trailing
 // separator), without a NUL byte. It mirrors config's checkPath, which is
 // not exported; a test checks that the two agree. The message never
 // repeats the path.
-func checkDirectoryFlag(p string) error {
+func checkPathFlag(flag, p string) error {
 	switch {
 	case p == "":
-		return Local("usage", "--directory is required")
+		return Local("usage", "%s is required", flag)
 	case strings.IndexByte(p, 0) >= 0:
-		return Local("usage", "--directory contains a NUL byte")
+		return Local("usage", "%s contains a NUL byte", flag)
 	case !filepath.IsAbs(p):
-		return Local("usage", "--directory must be an absolute path")
+		return Local("usage", "%s must be an absolute path", flag)
 	case filepath.Clean(p) != p:
-		return Local("usage", "--directory must be a normalized path: no '.' or '..' components, repeated separators or trailing separator")
+		return Local("usage", "%s must be a normalized path: no '.' or '..' components, repeated separators or trailing separator", flag)
 	}
 	return nil
-}
-
-// inspectClock is the progress line's clock; tests replace it.
-var inspectClock = time.Now
-
-// progressInterval is the shortest time between two updates of the
-// progress line (at most 4 a second), and how long an inspection runs
-// before the line first appears.
-const progressInterval = 250 * time.Millisecond
-
-// progressLine is the progress line of a text-mode inspection whose stderr
-// is a terminal: one line rewritten in place, throttled to progressInterval,
-// and erased (clear) before the result is printed. It is not safe for
-// concurrent use; Inspect calls Progress on its own goroutine only.
-//
-// Inspect reports cumulative numbers (every step so far), so the line
-// measures this step from its first page: the rate, and the time left until
-// the step's page bound, an upper bound since the scan may end earlier.
-type progressLine struct {
-	w        io.Writer
-	now      func() time.Time
-	maxPages int
-	next     time.Time // no update before this
-	shown    bool
-	based    bool      // base* are set
-	basePage int       // the cumulative page count at this step's first page
-	baseRecs int64     // and the records then
-	baseTime time.Time // and when
-}
-
-func newProgressLine(w io.Writer, now func() time.Time, maxPages int) *progressLine {
-	return &progressLine{w: w, now: now, maxPages: maxPages, next: now().Add(progressInterval)}
-}
-
-// update shows the records and bytes read so far, unless the previous
-// update was less than progressInterval ago (or the step began less than
-// that ago).
-func (p *progressLine) update(pages int, records, bytes, accounted int64) {
-	t := p.now()
-	if !p.based {
-		p.based, p.basePage, p.baseRecs, p.baseTime = true, pages, records, t
-	}
-	if t.Before(p.next) {
-		return
-	}
-	p.next = t.Add(progressInterval)
-	rate, left, eta := -1.0, time.Duration(-1), time.Duration(-1)
-	if d := t.Sub(p.baseTime); d > 0 && pages > p.basePage {
-		rate = float64(records-p.baseRecs) / d.Seconds()
-		perPage := d / time.Duration(pages-p.basePage)
-		left = perPage * time.Duration(max(p.maxPages-(pages-p.basePage+1), 0))
-		if rate > 0 && accounted >= records {
-			eta = time.Duration(float64(accounted-records) / rate * float64(time.Second))
-		}
-	}
-	fmt.Fprintf(p.w, "\r\x1b[K%s", formatProgress(records, bytes, accounted, rate, left, eta))
-	p.shown = true
-}
-
-// clear erases the line if one is shown.
-func (p *progressLine) clear() {
-	if p.shown {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.shown = false
-	}
-}
-
-// formatProgress is the text of the progress line: records (of the
-// accounting's total) and bytes so far, the rate (records a second; < 0: not
-// measured yet), the estimated time until the whole scan is done at that
-// rate (eta; < 0: not measured yet) and the time left at most in this step
-// (left; < 0: not measured yet).
-func formatProgress(records, bytes, accounted int64, rate float64, left, eta time.Duration) string {
-	s := fmt.Sprintf("inspect: %d of %d records, %s", records, accounted, formatBytes(bytes))
-	if rate >= 0 {
-		s += fmt.Sprintf(", %.0f records/s", rate)
-	}
-	if eta >= 0 {
-		s += fmt.Sprintf(", about %s left in all", eta.Round(time.Second))
-	}
-	if left >= 0 {
-		s += fmt.Sprintf(", this step ends within %s", left.Round(time.Second))
-	}
-	return s
-}
-
-// formatBytes prints n in binary units with one decimal.
-func formatBytes(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, unit := float64(n)/1024, "KiB"
-	for _, u := range []string{"MiB", "GiB", "TiB"} {
-		if v < 1024 {
-			break
-		}
-		v, unit = v/1024, u
-	}
-	return fmt.Sprintf("%.1f %s", v, unit)
 }

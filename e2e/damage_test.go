@@ -332,7 +332,7 @@ func dmCases(t *testing.T, inst *dmInstallation) []dmCase {
 	var cases []dmCase
 	required := map[string][]string{
 		"db":                    {"table", "wal", "manifest", "options", "marker-manifest", "marker-format", "lock", "riffdb-own:riffdb-created"},
-		"outbox/archive.pebble": {"table", "wal", "manifest", "options", "marker-manifest", "marker-format", "lock"},
+		"outbox/archive.pebble": {"table", "wal", "manifest", "options", "marker-manifest", "marker-format", "lock", "riffdb-own:riffdb-cursor-key"},
 		"credentials":           {"key", "capabilities", "lock"},
 	}
 	for _, s := range dmStores {

@@ -193,10 +193,17 @@ func copyFile(ctx context.Context, src, dst string, limit *pace.Limiter) error {
 // creates LOCK when it is missing and never truncates it. ErrBusy: another
 // process (or this one) holds it. The directory must exist.
 func LockDirectory(dir string) (*pebble.Lock, error) {
-	lock, err := pebble.LockDirectory(dir, dirlock.FS(vfs.Default))
+	return lockDir(dir, dirlock.FS(vfs.Default), "lock the database directory")
+}
+
+// lockDir takes the lock of dir through fs: ErrBusy when another process
+// (or this one) holds it; other failures are "primary: "+what, without a
+// path.
+func lockDir(dir string, fs vfs.FS, what string) (*pebble.Lock, error) {
+	lock, err := pebble.LockDirectory(dir, fs)
 	if err != nil {
 		if pathless.IsPathError(err) {
-			return nil, fmt.Errorf("primary: lock the database directory: %w", pathless.Error(err))
+			return nil, fmt.Errorf("primary: %s: %w", what, pathless.Error(err))
 		}
 		return nil, fmt.Errorf("%w: %w", ErrBusy, pathless.Error(err))
 	}
@@ -216,12 +223,9 @@ func ReadStoreInfo(ctx context.Context, dir string, lock *pebble.Lock) (StoreInf
 		return StoreInfo{}, err
 	}
 	if lock == nil {
-		l, err := pebble.LockDirectory(dir, dirlock.ReadOnlyFS(vfs.Default))
+		l, err := lockExisting(dir)
 		if err != nil {
-			if pathless.IsPathError(err) {
-				return StoreInfo{}, fmt.Errorf("primary: lock the store: %w", pathless.Error(err))
-			}
-			return StoreInfo{}, fmt.Errorf("%w: %w", ErrBusy, pathless.Error(err))
+			return StoreInfo{}, err
 		}
 		defer l.Close()
 		lock = l
