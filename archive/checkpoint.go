@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
@@ -100,9 +101,13 @@ func (s *Store) validate(ctx context.Context, m meta) error {
 	if err := s.checkMetaKeys(ctx); err != nil {
 		return err
 	}
+	if m.validatedErr == nil && !m.validated.IsZero() {
+		s.setValidated(m.validated)
+	}
 	switch {
 	case m.ckptErr != nil:
 		s.log.Warn("archive checkpoint is damaged; validating the whole archive")
+	case s.fullValidationDue(m):
 	case m.ckpt.acct.Records > 0:
 		ok, err := s.validateFrom(ctx, m.ckpt)
 		if err != nil || ok {
@@ -161,8 +166,10 @@ func (s *Store) validateFrom(ctx context.Context, ck checkpoint) (ok bool, err e
 }
 
 // validateAll validates every record, compares count and Σ charges with the
-// durable accounting, and writes the checkpoint at the last record.
+// durable accounting, and writes the checkpoint at the last record and the
+// time it began as the last full validation (validation.go).
 func (s *Store) validateAll(ctx context.Context) error {
+	began := s.clock()
 	var last event.Key
 	t, err := s.scan(ctx, nil, 0, func(p Page) error {
 		if n := len(p.Records); n > 0 {
@@ -179,35 +186,17 @@ func (s *Store) validateAll(ctx context.Context) error {
 	}
 	s.log.Info("archive validated", zap.Int64("records", t.records), zap.Int64("encoded_bytes", t.bytes), zap.Int("pages", t.pages))
 	if t.records == 0 {
+		// Nothing to vouch for: a new archive records its creation as
+		// its first full validation (initMeta).
 		return nil
 	}
-	return s.writeCheckpoint(ctx, checkpoint{key: last, acct: s.acct})
+	return s.writeMeta(ctx, &checkpoint{key: last, acct: s.acct}, began)
 }
 
-// writeCheckpoint durably replaces the checkpoint with c. Below the
-// free-space guard it writes nothing and keeps the checkpoint it has (an
-// older checkpoint stays true: it only makes the next Open validate more).
+// writeCheckpoint durably replaces the checkpoint with c (writeMeta).
 // Callers hold s.mu (or are Open).
 func (s *Store) writeCheckpoint(ctx context.Context, c checkpoint) error {
-	if err := s.checkFreeSpace(checkpointLen); err != nil {
-		if errors.Is(err, ErrCapacity) {
-			s.log.Warn("archive checkpoint not advanced: free disk space is below the guard")
-			return nil
-		}
-		return err
-	}
-	err := guarded(ctx, s.st, s.timeout, "writing the checkpoint", true, func() error {
-		b := s.db.NewBatch()
-		_ = b.Set(keyCheckpoint, encodeCheckpoint(c), nil)
-		err := b.Commit(pebble.Sync)
-		_ = b.Close()
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	s.setCheckpoint(c)
-	return nil
+	return s.writeMeta(ctx, &c, time.Time{})
 }
 
 // Checkpoint advances the checkpoint over what the store accepted since the

@@ -43,8 +43,11 @@
 // those of the records after K must equal the durable accounting. Without a
 // checkpoint, or with one that is damaged, names no record, exceeds the
 // accounting or does not add up, Open validates every record, as the first
-// start of an archive does, and writes a fresh checkpoint. Then come the
-// anchors (floor file, the primary's delivery mark and history bound).
+// start of an archive does, and writes a fresh checkpoint. It also validates
+// every record when the archive's last full validation (validation.go) is
+// older than Options.FullValidationInterval, or unknown: the interval bounds
+// how long the prefix is trusted without being read. Then come the anchors
+// (floor file, the primary's delivery mark and history bound).
 //
 // The records at or before K are trusted without being read, for three
 // reasons. Records are immutable and never deleted, so a record validated
@@ -72,9 +75,11 @@
 //
 // The background scrub (Scrub, run by the server at
 // scrub_pages_per_second) validates the whole archive again, page by page,
-// over a snapshot, reading every table block from disk through Pebble's
-// checksums, and checks the prefix totals against the checkpoint and all
-// totals against the accounting. Inspect is the offline full scrub: every
+// over a snapshot, reads every table file from the disk past the block
+// cache and verifies each block's checksum (scrub_tables.go), checks the
+// prefix totals against the checkpoint and all totals against the
+// accounting, and records its snapshot time as the last full validation.
+// Inspect is the offline full scrub (read-only, so it records nothing): every
 // record, the totals, the metadata keys, the floors and Pebble's level
 // check. When the scrub (or a Checkpoint) finds corrupt content, the store
 // becomes unusable with ErrCorrupt, delivery stops exactly as after a
@@ -119,10 +124,11 @@
 // FormatMajorVersion. Pebble keys carry a one-byte prefix:
 //
 //	'r' ‖ key(36)          record: version(1)=1 ‖ stored-event bytes ‖ CRC32C(key ‖ version ‖ bytes)
-//	'm' "format"           "RIFFARCH" ‖ version(u16)=1 ‖ CRC32C
+//	'm' "format"           "RIFFARCH" ‖ version(u16)=2 (1 is read too, see formatVersion) ‖ CRC32C
 //	'm' "binding"          database identity(16) ‖ CRC32C
 //	'm' "accounting"       record count(u64) ‖ Σ charges(u64) ‖ CRC32C
 //	'm' "checkpoint"       key(36) ‖ record count(u64) ‖ Σ charges(u64) ‖ CRC32C (optional)
+//	'm' "validated"        last full validation, UnixNano(u64) ‖ CRC32C (optional; format 2)
 //
 // The quota charge of a record is the canonical key length (36) plus the
 // length of its complete encoded value (Charge). Pebble's own overhead,

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/riffdb/riffdb/event"
@@ -25,6 +26,9 @@ var (
 	keyBinding    = []byte{prefixMeta, 'b', 'i', 'n', 'd', 'i', 'n', 'g'}
 	keyAccounting = []byte{prefixMeta, 'a', 'c', 'c', 'o', 'u', 'n', 't', 'i', 'n', 'g'}
 	keyCheckpoint = []byte{prefixMeta, 'c', 'h', 'e', 'c', 'k', 'p', 'o', 'i', 'n', 't'}
+	// keyValidated holds when the whole archive was last validated
+	// (validation.go); archive format 2 on.
+	keyValidated = []byte{prefixMeta, 'v', 'a', 'l', 'i', 'd', 'a', 't', 'e', 'd'}
 
 	recordLower = []byte{prefixRecord}
 	recordUpper = []byte{prefixRecord + 1}
@@ -48,9 +52,28 @@ func checkEngineFormat(v pebble.FormatMajorVersion) error {
 }
 
 // formatMagic and formatVersion make up the archive's own format marker.
+//
+// Format history. 1: records, the binding, the accounting and (added
+// without a new version, which made a riffdb older than the checkpoint
+// refuse such an archive as corrupt: an unknown metadata key) the
+// validated-prefix checkpoint. 2: format 1 and the time of the last full
+// validation (keyValidated). A riffdb that reads only format 1 refuses a
+// format-2 archive with ErrIncompatibleFormat.
+//
+// Upgrade path: Open and Inspect read every format from minFormatVersion
+// to formatVersion. Open writes a format-1 archive's marker as format 2 in
+// the same synced batch as the first keyValidated value (a full validation
+// at a start, or a complete scrub pass), never before the archive was
+// validated; until then the archive stays at format 1, readable by an
+// older riffdb. The upgrade is one-way: once at format 2, an older riffdb
+// refuses the archive as incompatible_format.
 const (
-	formatMagic   = "RIFFARCH"
-	formatVersion = 1
+	formatMagic = "RIFFARCH"
+	// formatVersion is the format this riffdb writes, and the newest it
+	// reads.
+	formatVersion = 2
+	// minFormatVersion is the oldest format this riffdb reads.
+	minFormatVersion = 1
 	// recordVersion is the first byte of every encoded record value.
 	recordVersion = 1
 	// cursorVersion is the first byte of every cursor (version 1 was not
@@ -151,24 +174,46 @@ func encodeMarker(version uint16) []byte {
 }
 
 // decodeMarker returns the format version of a marker value. A foreign magic
-// or an unknown version is ErrIncompatibleFormat; a damaged marker of the
-// known layout is ErrCorrupt.
+// or a version outside [minFormatVersion, formatVersion] is
+// ErrIncompatibleFormat; a damaged marker of the known layout is
+// ErrCorrupt.
 func decodeMarker(b []byte) (uint16, error) {
 	const n = len(formatMagic) + 2 + 4
 	if len(b) < len(formatMagic)+2 || string(b[:len(formatMagic)]) != formatMagic {
 		return 0, fmt.Errorf("%w: not an archive format marker", ErrIncompatibleFormat)
 	}
 	v := binary.BigEndian.Uint16(b[len(formatMagic):])
+	known := v >= minFormatVersion && v <= formatVersion
 	if len(b) != n || binary.BigEndian.Uint32(b[n-4:]) != checksum(b[:n-4]) {
-		if v != formatVersion {
+		if !known {
 			return 0, fmt.Errorf("%w: archive format version %d", ErrIncompatibleFormat, v)
 		}
 		return 0, fmt.Errorf("%w: format marker checksum", ErrCorrupt)
 	}
-	if v != formatVersion {
-		return 0, fmt.Errorf("%w: archive format version %d (supported: %d)", ErrIncompatibleFormat, v, formatVersion)
+	if !known {
+		return 0, fmt.Errorf("%w: archive format version %d (supported: %d..%d)", ErrIncompatibleFormat, v, minFormatVersion, formatVersion)
 	}
 	return v, nil
+}
+
+// encodeValidated encodes the time of the last full validation:
+// UnixNano(u64) ‖ CRC32C.
+func encodeValidated(t time.Time) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, validatedLen), uint64(t.UnixNano()))
+	return binary.BigEndian.AppendUint32(b, checksum(b))
+}
+
+const validatedLen = 8 + 4
+
+func decodeValidated(b []byte) (time.Time, error) {
+	if len(b) != validatedLen || binary.BigEndian.Uint32(b[8:]) != checksum(b[:8]) {
+		return time.Time{}, fmt.Errorf("%w: last full validation value", ErrCorrupt)
+	}
+	ns := int64(binary.BigEndian.Uint64(b))
+	if ns <= 0 {
+		return time.Time{}, fmt.Errorf("%w: last full validation value out of range", ErrCorrupt)
+	}
+	return time.Unix(0, ns), nil
 }
 
 // encodeBinding encodes the database binding: id(16) ‖ CRC32C.

@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func TestInspectVerifiedIsReadOnly(t *testing.T) {
 	}
 	k, r := rec(t, testDatabase, 1, 0, "payload")
 	want := InspectReport{
-		Format: "riffarch/1 pebble/24", DatabaseBinding: testDatabase.String(),
+		Format: fmt.Sprintf("riffarch/%d pebble/24", formatVersion), DatabaseBinding: testDatabase.String(),
 		RecordCount: 300, EncodedBytes: 300 * Charge(k, r), ScannedRecords: 300, ScannedBytes: 300 * Charge(k, r),
 		TotalRecords: 300, TotalBytes: 300 * Charge(k, r), Steps: 1,
 		AllocatedBytes: rep.AllocatedBytes, PagesExamined: 2, Integrity: IntegrityVerified,

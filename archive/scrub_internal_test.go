@@ -164,26 +164,25 @@ func TestScrubAfterCloseIsClosed(t *testing.T) {
 	}
 }
 
-// TestScrubReadsTheDiskWithTheArchiveCache: a block damaged on disk after
-// a scrub pass read it is found by a later pass, because the archives'
-// block cache (BlockCacheBytes per archive) is small next to the archive
-// and the first pass's blocks have left it. With a cache that holds the
-// whole archive (as the archives' eighth of the budget did, 55.5 MiB at
-// one database), the next pass is served from the cache, whose blocks
-// Pebble does not check again, and the damage goes unseen: what the test
-// shows in its second half, and why the archive's cache is kept small.
-func TestScrubReadsTheDiskWithTheArchiveCache(t *testing.T) {
+// TestScrubReadsTheDiskWhateverTheCache: a block damaged on disk after a
+// scrub pass read it is found by the next pass, whether the block cache is
+// small next to the archive (the archives' BlockCacheBytes) or holds the
+// whole archive: a scrub pass reads every table from its file, bypassing
+// the cache (scrub_tables.go). Before that read, a cache holding the
+// archive served the next pass from memory, whose blocks Pebble does not
+// check again, and the damage went unseen (issue #48, item 6: eight passes
+// over a damaged table, healthy).
+func TestScrubReadsTheDiskWhateverTheCache(t *testing.T) {
 	t.Parallel()
 	const records = 6144 // 24 MiB of incompressible records: a small archive, yet well beyond the archive cache
 	for _, c := range []struct {
 		name       string
 		cacheBytes int64
-		found      bool
 	}{
 		// As the server sizes it: the blocks and Pebble's reservation
 		// for three memtables (internal/process/membudget).
-		{"archive cache", BlockCacheBytes + 3*DefaultMemTableSize, true},
-		{"cache holding the whole archive", 64 << 20, false},
+		{"archive cache", BlockCacheBytes + 3*DefaultMemTableSize},
+		{"cache holding the whole archive", 64 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -211,15 +210,14 @@ func TestScrubReadsTheDiskWithTheArchiveCache(t *testing.T) {
 				t.Fatalf("first pass: %+v, %v", p, err)
 			}
 			flipSSTByte(t, fs) // a third of the way into the table: a data block the first pass read
-			_, err := scrubAll(t, s)
-			if found := errors.Is(err, ErrCorrupt); found != c.found {
-				t.Fatalf("second pass over the damaged table with a %d MiB cache: %v; want found=%v", c.cacheBytes>>20, err, c.found)
+			if _, err := scrubAll(t, s); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("second pass over the damaged table with a %d MiB cache: %v; want ErrCorrupt", c.cacheBytes>>20, err)
 			}
 		})
 	}
 }
 
-// recordPayload is the payload size of TestScrubReadsTheDiskWithTheArchiveCache.
+// recordPayload is the payload size of TestScrubReadsTheDiskWhateverTheCache.
 const recordPayload = 4 << 10
 
 // TestScansThatOnlyValidateCheckEveryRecordAlike: the scrub and the scans

@@ -31,6 +31,9 @@ type core struct {
 	// id identifies the archive instance for its cursors (makeArchiveID).
 	id      archiveID
 	timeout time.Duration
+	// format is the archive format read from the marker (readMeta), raised
+	// to formatVersion once a write of Open or the scrub upgraded it.
+	format uint16
 }
 
 // Store is an open archive. It is safe for concurrent use; writes are
@@ -71,8 +74,14 @@ type Store struct {
 	inst      *instanceFS
 	abandoned bool
 
-	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv, last, txns and txnTimer
+	// fullInterval is Options.FullValidationInterval.
+	fullInterval time.Duration
+
+	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv, last, txns, txnTimer and validated
 	acct accounting
+	// validated is when the whole archive was last validated, as stored
+	// (zero: not known; validation.go).
+	validated time.Time
 	// free is the free-space guard's last measurement (checkFreeSpace).
 	free freeSpace
 	// ckpt is the durable validated-prefix checkpoint (checkpoint.go) and

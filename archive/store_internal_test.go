@@ -184,7 +184,7 @@ func TestStartupValidationCatchesTampering(t *testing.T) {
 			setKey(t, db, keyFormat, []byte("SOMEONE-ELSE"))
 		}, ErrIncompatibleFormat},
 		{"future marker version", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
-			setKey(t, db, keyFormat, encodeMarker(2))
+			setKey(t, db, keyFormat, encodeMarker(formatVersion+1))
 		}, ErrIncompatibleFormat},
 		{"absent marker", func(t *testing.T, db *pebble.DB, k event.Key, r []byte) {
 			if err := db.Delete(keyFormat, pebble.Sync); err != nil {

@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -82,14 +83,74 @@ func (s *Store) initTelemetry(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("archive: telemetry: %w", err)
 	}
+	last, interval, err := validationGauges(m)
+	if err != nil {
+		return err
+	}
 	s.gaugeInit = func() (metric.Registration, error) {
 		return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(used, s.encoded.Load(), metric.WithAttributes(s.dbAttr))
 			o.ObserveInt64(limit, s.quota, metric.WithAttributes(s.dbAttr))
+			s.mon.observeValidation(o, last, interval, metric.WithAttributes(s.dbAttr))
 			return nil
-		}, used, limit)
+		}, used, limit, last, interval)
 	}
 	return nil
+}
+
+// validationGauges creates the gauges of the last full validation and of
+// the interval that bounds it (validation.go).
+func validationGauges(m metric.Meter) (last, interval metric.Float64ObservableGauge, err error) {
+	last, err = m.Float64ObservableGauge("riffdb.archive.last_full_validation.timestamp", metric.WithUnit("s"),
+		metric.WithDescription("When the whole archive was last validated (a start's validation of every record, or a complete background scrub pass), in seconds since the Unix epoch."))
+	if err != nil {
+		return nil, nil, fmt.Errorf("archive: telemetry: %w", err)
+	}
+	interval, err = m.Float64ObservableGauge("riffdb.archive.full_validation.interval", metric.WithUnit("s"),
+		metric.WithDescription("The configured full_validation_interval: a start validates every record when the last full validation is older."))
+	if err != nil {
+		return nil, nil, fmt.Errorf("archive: telemetry: %w", err)
+	}
+	return last, interval, nil
+}
+
+// observeValidation observes the last full validation of the stores opened
+// with m (nothing while it is not known) and their interval (nothing
+// without one).
+func (m *Monitor) observeValidation(o metric.Observer, last, interval metric.Float64ObservableGauge, attrs metric.ObserveOption) {
+	if t, ok := m.LastFullValidation(); ok {
+		o.ObserveFloat64(last, float64(t.UnixNano())/1e9, attrs)
+	}
+	if iv := m.interval.Load(); iv > 0 {
+		o.ObserveFloat64(interval, time.Duration(iv).Seconds(), attrs)
+	}
+}
+
+// ObserveValidation registers the gauges
+// riffdb.archive.last_full_validation.timestamp and
+// riffdb.archive.full_validation.interval (label riffdb.database = alias)
+// read from m, like ObserveQuota: they stay while the archive is closed for
+// repair and are absent until a store was first opened with m (the
+// timestamp also while the archive records no full validation). A Store
+// opened with Options.Monitor registers neither; the caller registers these
+// once.
+func (m *Monitor) ObserveValidation(mp metric.MeterProvider, alias string) (metric.Registration, error) {
+	meter := mp.Meter(instrumentationName)
+	last, interval, err := validationGauges(meter)
+	if err != nil {
+		return nil, err
+	}
+	attrs := metric.WithAttributeSet(attribute.NewSet(attrkey.Database.String(alias)))
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if m.opened.Load() {
+			m.observeValidation(o, last, interval, attrs)
+		}
+		return nil
+	}, last, interval)
+	if err != nil {
+		return nil, fmt.Errorf("archive: telemetry: %w", err)
+	}
+	return reg, nil
 }
 
 func (s *Store) registerGauges() error {

@@ -98,6 +98,27 @@ type Monitor struct {
 
 	metrics     atomic.Pointer[pebble.Metrics] // the last engine metrics
 	wantMetrics atomic.Bool                    // a read found the writer busy
+
+	// validated is the last full validation (UnixNano; 0: not known) and
+	// interval the store's Options.FullValidationInterval (validation.go).
+	validated, interval atomic.Int64
+}
+
+// LastFullValidation returns when the whole archive was last validated, as
+// the last store opened with m recorded it, or false while that is not
+// known. It never waits.
+func (m *Monitor) LastFullValidation() (time.Time, bool) {
+	ns := m.validated.Load()
+	return time.Unix(0, ns), ns > 0
+}
+
+// validatedAt publishes the last full validation (zero: not known).
+func (m *Monitor) validatedAt(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	m.validated.Store(ns)
 }
 
 // usedAt is where a store's allocated bytes are measured.
@@ -168,6 +189,8 @@ type allocSeed struct {
 // on the start's critical path.
 func (m *Monitor) attach(ctx context.Context, s *Store, seed *allocSeed) {
 	m.clock.Store(&s.clock)
+	m.interval.Store(int64(s.fullInterval))
+	m.validatedAt(s.validated)
 	m.where.Store(&usedAt{fs: s.fs, real: s.realFS, dir: s.storeDir, log: s.log})
 	m.committed(s, s.acct)
 	m.readMetrics(ctx, s)

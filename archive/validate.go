@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -22,11 +23,16 @@ type meta struct {
 	// never trusted blindly (see Store.validate), and Inspect ignores it.
 	ckpt    checkpoint
 	ckptErr error
+	// validated is when the whole archive was last validated (zero:
+	// unknown; validation.go); validatedErr is set when its value is
+	// damaged, which, like a damaged checkpoint, is never trusted.
+	validated    time.Time
+	validatedErr error
 }
 
 // readMeta reads and decodes the metadata values.
 func (c *core) readMeta(ctx context.Context) (meta, error) {
-	var fv, bv, av, cv []byte
+	var fv, bv, av, cv, vv []byte
 	err := guarded(ctx, c.st, c.timeout, "reading archive metadata", false, func() error {
 		var err error
 		if fv, err = get(c.db, keyFormat); err != nil {
@@ -38,7 +44,10 @@ func (c *core) readMeta(ctx context.Context) (meta, error) {
 		if av, err = get(c.db, keyAccounting); err != nil {
 			return err
 		}
-		cv, err = get(c.db, keyCheckpoint)
+		if cv, err = get(c.db, keyCheckpoint); err != nil {
+			return err
+		}
+		vv, err = get(c.db, keyValidated)
 		return err
 	})
 	if err != nil {
@@ -51,6 +60,7 @@ func (c *core) readMeta(ctx context.Context) (meta, error) {
 	if m.version, err = decodeMarker(fv); err != nil {
 		return meta{}, err
 	}
+	c.format = m.version
 	if bv == nil || av == nil {
 		return meta{}, fmt.Errorf("%w: archive metadata is incomplete", ErrCorrupt)
 	}
@@ -62,6 +72,9 @@ func (c *core) readMeta(ctx context.Context) (meta, error) {
 	}
 	if cv != nil {
 		m.ckpt, m.ckptErr = decodeCheckpoint(cv)
+	}
+	if vv != nil {
+		m.validated, m.validatedErr = decodeValidated(vv)
 	}
 	return m, nil
 }
@@ -80,7 +93,8 @@ func (s *Store) isEmpty(ctx context.Context) (bool, error) {
 }
 
 // checkMetaKeys verifies that no key exists outside the record range except
-// the metadata keys.
+// the metadata keys of the archive's format (keyValidated only from format
+// 2 on).
 func (c *core) checkMetaKeys(ctx context.Context) error {
 	var unknown bool
 	err := guarded(ctx, c.st, c.timeout, "reading archive metadata", false, func() error {
@@ -92,7 +106,7 @@ func (c *core) checkMetaKeys(ctx context.Context) error {
 			for ok := it.First(); ok; ok = it.Next() {
 				k := it.Key()
 				if !bytes.Equal(k, keyFormat) && !bytes.Equal(k, keyBinding) && !bytes.Equal(k, keyAccounting) &&
-					!bytes.Equal(k, keyCheckpoint) {
+					!bytes.Equal(k, keyCheckpoint) && !(c.format >= 2 && bytes.Equal(k, keyValidated)) {
 					unknown = true
 				}
 			}

@@ -57,7 +57,7 @@ func newMultiInstall(tb testing.TB, n int) *multiInstall {
 		cfg.Databases = append(cfg.Databases, config.Database{
 			Alias: alias, Path: filepath.Join(in.root, "db-"+alias), Contract: base.cfg.Databases[0].Contract,
 			Outbox: &config.Outbox{Kind: "durable_local", Directory: out, QuotaEncodedBytes: 1 << 40,
-				ScrubPagesPerSecond: scrubRate(tb)},
+				ScrubPagesPerSecond: scrubRate(tb), FullValidationInterval: config.DefaultFullValidationInterval},
 		})
 		in.aliases = append(in.aliases, alias)
 	}

@@ -942,7 +942,7 @@ func TestGoldenOutputsMatchSchemas(t *testing.T) {
 		t.Fatalf("only %d JSON golden outputs found", n)
 	}
 	const ok = `{"schema":"riffdb.cli.output/v1","command":"outbox.archive.inspect","ok":true,"result":`
-	const good = `"format":"riffarch/1 pebble/24","database_binding":"01932a71018170018101010101010101","record_count":2,` +
+	const good = `"format":"riffarch/2 pebble/24","database_binding":"01932a71018170018101010101010101","record_count":2,` +
 		`"encoded_bytes":238,"allocated_bytes":0,"pages_examined":1,"steps":1,"total_records":2,"total_bytes":238`
 	if err := schemaErr(t, []byte(ok+`{`+good+`,"integrity":"verified"}}`)); err != nil {
 		t.Fatalf("a verified result is refused: %v", err)

@@ -158,5 +158,12 @@ func (o *rawOutbox) build() *Outbox {
 		// option; clamp only what an int cannot hold.
 		out.ScrubPagesPerSecond = int(max(-1, min(*o.ScrubPagesPerSecond, MaxScrubPagesPerSecond+1)))
 	}
+	if o.FullValidationInterval != nil {
+		v, err := time.ParseDuration(*o.FullValidationInterval)
+		if err != nil || v <= 0 {
+			v = -1 // refused by Validate, which names the option
+		}
+		out.FullValidationInterval = v
+	}
 	return out
 }

@@ -40,6 +40,11 @@ const (
 	DefaultScrubPagesPerSecond = 4
 	// MaxScrubPagesPerSecond bounds scrub_pages_per_second.
 	MaxScrubPagesPerSecond = 256
+	// DefaultFullValidationInterval is full_validation_interval when an
+	// outbox section does not set it: a start validates the whole archive
+	// when its last full validation (a start's, or a complete background
+	// scrub pass) is older than a week.
+	DefaultFullValidationInterval = 7 * 24 * time.Hour
 	// DefaultBackupKeep is backup_keep when a database with a backup_root
 	// does not set it; MaxBackupKeep bounds it.
 	DefaultBackupKeep = 7
@@ -175,6 +180,23 @@ type Outbox struct {
 	// and over, at this bounded rate. 0 disables it. A file that omits the
 	// option gets DefaultScrubPagesPerSecond.
 	ScrubPagesPerSecond int
+	// FullValidationInterval (full_validation_interval, a positive
+	// duration) bounds how long a start trusts the archive's validated
+	// prefix: a start validates every record when the whole archive was
+	// last validated (by a start, or by a complete background scrub pass)
+	// longer ago than this, or when that is not known. 0 means the option
+	// was not set: DefaultFullValidationInterval applies, and
+	// scrub_pages_per_second = 0 is refused, since with the scrub off the
+	// interval is the only bound and the operator must choose it. A value
+	// the file sets that is not a positive duration is kept as -1, which
+	// Validate refuses naming the option.
+	FullValidationInterval time.Duration
+}
+
+// EffectiveFullValidationInterval is FullValidationInterval, or
+// DefaultFullValidationInterval when the option was not set.
+func (o *Outbox) EffectiveFullValidationInterval() time.Duration {
+	return cmp.Or(o.FullValidationInterval, DefaultFullValidationInterval)
 }
 
 // Telemetry holds the options of table [telemetry].

@@ -508,7 +508,8 @@ func TestValidateHandBuilt(t *testing.T) {
 			Databases: []config.Database{
 				{Alias: "a", Path: "/srv/secret-a", Contract: "/srv/secret-c.toml"},
 				{Alias: "b", Path: "/srv/secret-b", Contract: "/srv/secret-c.toml",
-					Outbox: &config.Outbox{Kind: "durable_local", Directory: "/srv/secret-b-out", QuotaEncodedBytes: 1}},
+					Outbox: &config.Outbox{Kind: "durable_local", Directory: "/srv/secret-b-out", QuotaEncodedBytes: 1,
+						ScrubPagesPerSecond: config.DefaultScrubPagesPerSecond}},
 			},
 		}
 	}
@@ -650,7 +651,7 @@ func TestParseResourceOptions(t *testing.T) {
 	if got := c.Databases[0].Outbox.ScrubPagesPerSecond; got != config.DefaultScrubPagesPerSecond {
 		t.Errorf("default ScrubPagesPerSecond = %d, want %d", got, config.DefaultScrubPagesPerSecond)
 	}
-	c = mustParse(t, withSingle("[server]", "[server]\nmemory_budget_bytes = 1073741824")+"scrub_pages_per_second = 0\n")
+	c = mustParse(t, withSingle("[server]", "[server]\nmemory_budget_bytes = 1073741824")+"scrub_pages_per_second = 0\nfull_validation_interval = \"24h\"\n")
 	if c.Server.MemoryBudgetBytes != 1<<30 || c.Databases[0].Outbox.ScrubPagesPerSecond != 0 {
 		t.Fatalf("memory budget %d, scrub %d", c.Server.MemoryBudgetBytes, c.Databases[0].Outbox.ScrubPagesPerSecond)
 	}
@@ -679,5 +680,46 @@ func TestParseResourceOptions(t *testing.T) {
 	c.Server.MemoryBudgetBytes = 1
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "server.memory_budget_bytes") {
 		t.Errorf("Validate(memory budget 1) = %v", err)
+	}
+}
+
+// TestFullValidationInterval: full_validation_interval is a positive
+// duration, DefaultFullValidationInterval when omitted, and
+// scrub_pages_per_second = 0 is refused without it (the error names both
+// options, in either form).
+func TestFullValidationInterval(t *testing.T) {
+	c := mustParse(t, singleTOML)
+	o := c.Databases[0].Outbox
+	if o.FullValidationInterval != 0 || o.EffectiveFullValidationInterval() != config.DefaultFullValidationInterval {
+		t.Fatalf("omitted: %v, effective %v; want 0 and %v", o.FullValidationInterval, o.EffectiveFullValidationInterval(), config.DefaultFullValidationInterval)
+	}
+	c = mustParse(t, singleTOML+"full_validation_interval = \"36h\"\n")
+	if got := c.Databases[0].Outbox.EffectiveFullValidationInterval(); got != 36*time.Hour {
+		t.Fatalf("full_validation_interval = %v, want 36h", got)
+	}
+	c = mustParse(t, singleTOML+"scrub_pages_per_second = 0\nfull_validation_interval = \"1s\"\n")
+	if o := c.Databases[0].Outbox; o.ScrubPagesPerSecond != 0 || o.FullValidationInterval != time.Second {
+		t.Fatalf("scrub off with an interval: %+v", o)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{singleTOML + "scrub_pages_per_second = 0\n", "maintenance.outbox.scrub_pages_per_second = 0 turns the background scrub off"},
+		{singleTOML + "scrub_pages_per_second = 0\n", "set maintenance.outbox.full_validation_interval too"},
+		{strings.Replace(namedTOML, "quota_encoded_bytes = 4096", "quota_encoded_bytes = 4096\nscrub_pages_per_second = 0", 1),
+			"databases.orders.outbox.full_validation_interval"},
+		{singleTOML + "full_validation_interval = \"0s\"\n", `maintenance.outbox.full_validation_interval must be a positive duration`},
+		{singleTOML + "full_validation_interval = \"-1h\"\n", `maintenance.outbox.full_validation_interval must be a positive duration`},
+		{singleTOML + "full_validation_interval = \"weekly\"\n", `maintenance.outbox.full_validation_interval must be a positive duration`},
+		{singleTOML + "full_validation_interval = 86400\n", `"maintenance.outbox.full_validation_interval" must be a duration string`},
+	} {
+		_, err := config.Parse([]byte(tc.doc), noEnv, config.Overrides{})
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(...%q) = %v, want ErrInvalid containing %q", tc.doc[len(tc.doc)-40:], err, tc.want)
+		}
+	}
+	// A hand-built configuration is checked the same way.
+	c = mustParse(t, singleTOML)
+	c.Databases[0].Outbox.ScrubPagesPerSecond = 0
+	if err := c.Validate(); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "full_validation_interval") {
+		t.Errorf("Validate(scrub 0, no interval) = %v", err)
 	}
 }

@@ -72,6 +72,8 @@ type rawOutbox struct {
 	Directory           string `toml:"directory"`
 	QuotaEncodedBytes   int64  `toml:"quota_encoded_bytes"`
 	ScrubPagesPerSecond *int64 `toml:"scrub_pages_per_second"`
+	// FullValidationInterval is a duration string (build).
+	FullValidationInterval *string `toml:"full_validation_interval"`
 }
 
 type rawTelemetry struct {
@@ -391,7 +393,7 @@ var scalarTypes = map[string]string{
 	"log_level": "a string", "otlp_endpoint": "a string", "trace_sample_ratio": "a number",
 	"max_connections": "an integer", "metrics_max_connections": "an integer", "max_connections_per_peer": "an integer",
 	"shutdown_grace": `a duration string such as "10s"`, "tls_cert_path": "a string", "tls_key_path": "a string",
-	"allow_insecure_listen": "a boolean", "memory_budget_bytes": "an integer", "scrub_pages_per_second": "an integer", "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
+	"allow_insecure_listen": "a boolean", "memory_budget_bytes": "an integer", "scrub_pages_per_second": "an integer", "full_validation_interval": `a duration string such as "168h"`, "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
 }
 
 // expected describes what the option at key must hold.

@@ -180,6 +180,14 @@ func (c *Config) validateDatabase(d *Database) error {
 	if o.ScrubPagesPerSecond < 0 || o.ScrubPagesPerSecond > MaxScrubPagesPerSecond {
 		return invalidf("%s must be between 0 (no background scrub) and %d", c.outbox(d, "scrub_pages_per_second"), MaxScrubPagesPerSecond)
 	}
+	if o.FullValidationInterval < 0 {
+		return invalidf(`%s must be a positive duration such as "168h"`, c.outbox(d, "full_validation_interval"))
+	}
+	if o.ScrubPagesPerSecond == 0 && o.FullValidationInterval == 0 {
+		return invalidf(`%s = 0 turns the background scrub off, which then leaves only a start to validate old records: `+
+			`set %s too (how long a start may trust records validated before it, such as "24h")`,
+			c.outbox(d, "scrub_pages_per_second"), c.outbox(d, "full_validation_interval"))
+	}
 	return nil
 }
 

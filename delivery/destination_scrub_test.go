@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +203,102 @@ func chanOf(c <-chan struct{}) <-chan struct{} {
 		close(out)
 	}()
 	return out
+}
+
+// compactArchive moves every record of the closed archive into one table
+// of the bottom level, as an archive's records end up.
+func (s *scrubSetup) compactArchive(t *testing.T) {
+	t.Helper()
+	db, err := pebble.Open(s.fs.PathJoin("/outbox", archive.StoreDirName), &pebble.Options{FS: s.fs, FormatMajorVersion: archive.FormatMajorVersion, Logger: testutil.QuietPebbleLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// largestTable returns the bytes of the archive's largest table file (the
+// records' table: the metadata keys have tables of their own).
+func (s *scrubSetup) largestTable(t *testing.T) []byte {
+	t.Helper()
+	mem, ok := s.fs.(*vfs.MemFS)
+	if !ok {
+		t.Fatal("the setup's filesystem is not a MemFS")
+	}
+	dir := s.fs.PathJoin("/outbox", archive.StoreDirName)
+	names, err := s.fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var largest []byte
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".sst") {
+			continue
+		}
+		buf, err := mem.UnsafeGetFileDataBuffer(s.fs.PathJoin(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buf) > len(largest) {
+			largest = buf
+		}
+	}
+	if largest == nil {
+		t.Fatal("no table file")
+	}
+	return largest
+}
+
+// TestScrubFindsDiskDamageUnderACachedTable: with a block cache that holds
+// the whole archive, a pass reads every table into the cache; a byte of the
+// records' table is then flipped on the disk. The pass that begins next
+// reads the disk, not the cache, and stops delivery with corrupt_content:
+// at most the pass in flight when the byte flipped may complete.
+func TestScrubFindsDiskDamageUnderACachedTable(t *testing.T) {
+	s := newScrubSetup(t, 400)
+	s.compactArchive(t)
+	table := s.largestTable(t)
+
+	cache := pebble.NewCache(64 << 20) // the whole archive
+	t.Cleanup(cache.Unref)
+	d := newDestination("/outbox", archive.Options{Database: s.db.Identity(), QuotaEncodedBytes: 1 << 30,
+		FS: s.fs, MinFreeBytes: -1, Logger: zaptest.NewLogger(t), Cache: cache})
+	d.setScrubRate(256)
+	t.Cleanup(func() { _ = d.Close() })
+	var passes atomic.Int32
+	missed := make(chan struct{}) // closed when a pass completed over the damage
+	d.onScrubStep = func(p archive.ScrubProgress) {
+		if !p.Complete {
+			return
+		}
+		// On the scrub's goroutine, between its reads: the first pass
+		// loaded every block of the table into the cache.
+		switch passes.Add(1) {
+		case 1:
+			table[len(table)/3] ^= 0x10
+		case 2:
+			close(missed)
+		}
+	}
+	w := s.worker(t, d)
+	if _, err := w.RunOnce(context.Background()); err != nil { // the probe opens the archive
+		t.Fatal(err)
+	}
+	select {
+	case <-d.Failed():
+	case <-missed:
+		t.Fatal("a scrub pass that began after the table was damaged on the disk completed without finding it")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the scrub neither failed nor completed a pass within 30 s")
+	}
+	if _, err := w.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h := w.Health(); h.State != outbox.StateStopped || h.Reason != deliverytype.ReasonCorruptContent {
+		t.Fatalf("health after the scrub %+v, want stopped/corrupt_content", h)
+	}
 }

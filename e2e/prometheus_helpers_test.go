@@ -70,6 +70,23 @@ func (e *env) setQuota(n int64) {
 	must(e.t, os.WriteFile(e.config, quotaLine.ReplaceAll(b, fmt.Appendf(nil, "quota_encoded_bytes = %d", n)), 0o600))
 }
 
+var outboxOptionLine = regexp.MustCompile(`(?m)^(scrub_pages_per_second|full_validation_interval) = .*\n`)
+
+// setOutboxOptions replaces the scrub and full validation options of the
+// configuration's outbox section with lines ("" removes them).
+func (e *env) setOutboxOptions(lines string) {
+	e.t.Helper()
+	b, err := os.ReadFile(e.config)
+	must(e.t, err)
+	b = outboxOptionLine.ReplaceAll(b, nil)
+	loc := quotaLine.FindIndex(b)
+	if loc == nil {
+		e.t.Fatal("the configuration has no quota_encoded_bytes line")
+	}
+	out := append(append(append([]byte(nil), b[:loc[1]+1]...), lines...), b[loc[1]+1:]...)
+	must(e.t, os.WriteFile(e.config, out, 0o600))
+}
+
 var (
 	ruleGroupStart = regexp.MustCompile(`(?m)^  - name: `)
 	forDuration    = regexp.MustCompile(`(?m)^(\s+for: )\S+$`)

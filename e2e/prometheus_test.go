@@ -24,8 +24,9 @@ import (
 // histograms must carry trace ids of exported spans. It then induces each
 // failure a panel can be marked with — the archive directory unavailable
 // (degraded) and refused by its custody check (paused), a quota below the
-// archive's use (capacity), and different bytes under an archived event's
-// identity (conflict, dead_letter) — waits for the matching alert to fire,
+// archive's use (capacity), the background scrub off with a short
+// full_validation_interval (stale), and different bytes under an archived
+// event's identity (conflict, dead_letter) — waits for the matching alert to fire,
 // requires data from the panels marked with that failure and from the
 // panels whose description names its alerts, repairs, and waits for the
 // alert to become inactive again. The table of every query and its series
@@ -220,6 +221,20 @@ func TestPrometheusEvaluatesDashboardsAndAlerts(t *testing.T) {
 	p.waitDrained(t, token)
 	ps.waitAlert(t, "RiffdbArchiveQuotaCritical", false)
 
+	// stale: restarted with the background scrub off and a
+	// full_validation_interval of 3 s, so the last full validation (the
+	// last scrub pass's, or this start's) soon lies beyond the interval.
+	p.stop()
+	e.setOutboxOptions("scrub_pages_per_second = 0\nfull_validation_interval = \"3s\"\n")
+	p = e.start()
+	ps.waitAlert(t, "RiffdbArchiveValidationStale", true)
+	underFailure("stale")
+	p.stop()
+	e.setOutboxOptions("")
+	p = e.start()
+	p.waitDrained(t, token)
+	ps.waitAlert(t, "RiffdbArchiveValidationStale", false)
+
 	// conflict and dead_letter: the primary is restored from a copy taken
 	// before an event was delivered and commits other bytes under that
 	// event's identity past the archive with no outbox configured (see
@@ -280,6 +295,7 @@ var failureAlerts = map[string][]string{
 	"capacity":    {"RiffdbArchiveQuotaCritical", "RiffdbArchiveQuotaHigh"},
 	"conflict":    {"RiffdbArchiveRefused"},
 	"dead_letter": {"RiffdbOutboxDeadLetters"},
+	"stale":       {"RiffdbArchiveValidationStale"},
 }
 
 // promScalar evaluates expr and returns its single value, or -1.

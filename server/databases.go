@@ -34,6 +34,9 @@ type database struct {
 
 	unobserveArchive func() error
 	unobserveQuota   func() error // the archive quota gauges (archive.Monitor.ObserveQuota)
+	// unobserveValidation unregisters the last full validation's gauges
+	// (archive.Monitor.ObserveValidation).
+	unobserveValidation func() error
 	// monitor serves the archive's last committed accounting, allocated
 	// bytes and engine metrics to stats and scrapes without waiting on an
 	// archive transaction; nil without an outbox section.
@@ -98,7 +101,8 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	archiveStalls := stall.New(log, "archive", nil)
 	source, dest := delivery.Connect(d.db, dc.Outbox.Directory, archive.Options{
 		Alias: dc.Alias, Database: d.db.Identity(), QuotaEncodedBytes: dc.Outbox.QuotaEncodedBytes, Logger: log.Named("archive"),
-		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
+		FullValidationInterval: dc.Outbox.EffectiveFullValidationInterval(),
+		TracerProvider:         s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Monitor: d.monitor,
 		Cache: s.archiveCache, FileCache: s.fileCache, MemTableSize: s.memory.ArchiveMemTable, WALGroup: &s.walGroup,
 		WriteStalls: archiveStalls,
 	}, dc.Outbox.ScrubPagesPerSecond)
@@ -113,6 +117,11 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 		return err
 	}
 	d.unobserveQuota = reg.Unregister
+	vreg, err := d.monitor.ObserveValidation(s.tel.MeterProvider, dc.Alias)
+	if err != nil {
+		return err
+	}
+	d.unobserveValidation = vreg.Unregister
 	newWorker := s.newWorker
 	if newWorker == nil {
 		newWorker = outbox.New
@@ -199,6 +208,9 @@ func (d *database) close() error {
 	}
 	if d.unobserveQuota != nil {
 		errs = append(errs, d.unobserveQuota())
+	}
+	if d.unobserveValidation != nil {
+		errs = append(errs, d.unobserveValidation())
 	}
 	return errors.Join(append(errs, d.db.Close())...)
 }

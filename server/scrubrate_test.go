@@ -23,7 +23,7 @@ func TestScrubRateFollowsTheConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	toml := fmt.Sprintf("[server]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\ncredential_path = %q\n", root+"/creds")
-	rates := map[string]string{"a": "", "b": "scrub_pages_per_second = 0\n", "c": "scrub_pages_per_second = 9\n"}
+	rates := map[string]string{"a": "", "b": "scrub_pages_per_second = 0\nfull_validation_interval = \"24h\"\n", "c": "scrub_pages_per_second = 9\n"}
 	for _, alias := range []string{"a", "b", "c"} {
 		dir := filepath.Join(root, "outbox-"+alias)
 		if err := os.Mkdir(dir, 0o700); err != nil {

@@ -44,8 +44,14 @@ type HistoryStats struct {
 }
 
 // OutboxStats reports the destination: its health and the intentionally
-// retained archive. The archive fields are null when there is no destination
-// or the archive is not open.
+// retained archive. Without a destination the archive fields are null.
+// With one, ArchiveEncodedBytes and ArchiveRecordCount are null only until
+// the archive was first opened; afterwards they are the last committed
+// accounting, also while the archive is closed for repair (unavailable,
+// refused), read without waiting on an archive transaction.
+// ArchiveAllocatedBytes is null, besides, while the store's files cannot be
+// measured, and QuotaEncodedBytes is the configured quota whenever there is
+// a destination.
 type OutboxStats struct {
 	Health                string `json:"health"`
 	Reason                string `json:"reason"`
@@ -55,7 +61,8 @@ type OutboxStats struct {
 	// CompletedDeliveries is the cumulative count of completed deliveries
 	// of the current history incarnation, from the primary's durable
 	// delivery mark. ArchiveRecordCount is the archive's record count (all
-	// incarnations; null while the archive has never been opened). A
+	// incarnations; null while the archive has never been opened, the last
+	// committed count while it is closed). A
 	// healthy archive holds at least as many records as were completed:
 	// monitoring can compare the two.
 	CompletedDeliveries uint64 `json:"completed_deliveries"`

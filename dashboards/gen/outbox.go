@@ -130,6 +130,16 @@ func Outbox() (dashboard.Dashboard, error) {
 				"Related alert: RiffdbOutboxStopped (stopped with archive_lost_records: restore the archive, do not restart blindly).",
 			targets: []target{q(`max by (`+byDB+`) (riffdb_outbox_archive_missing_records{`+sel+`})`, "{{instance}} {{riffdb_database}}")},
 		})).
+		WithPanel(graph(panel{
+			title: "Time since the last full validation", unit: "s", w: 24, h: 8,
+			description: "How long has the archive trusted old records without reading them? Time since the whole archive was last validated (a start's validation of every record, or a complete background scrub pass), next to full_validation_interval. " +
+				"A saw-tooth whose teeth stay below the interval is the scrub completing passes; a line that keeps rising means the scrub is off or does not complete a pass, and the next start validates every record. " +
+				"Related alert: RiffdbArchiveValidationStale (above the interval for 30 m).",
+			targets: []target{
+				q(`time() - max by (`+byDB+`) (riffdb_archive_last_full_validation_timestamp_seconds{`+sel+`})`, "{{instance}} {{riffdb_database}} since the last full validation"),
+				q(`max by (`+byDB+`) (riffdb_archive_full_validation_interval_seconds{`+sel+`})`, "{{instance}} {{riffdb_database}} full_validation_interval"),
+			},
+		})).
 		WithRow(dashboard.NewRowBuilder("Where does the time go?")).
 		WithPanel(graph(panel{
 			title: "Claim transaction latency", unit: "s", w: 12, h: 8,

@@ -33,8 +33,7 @@
 //     one shared by the archives, which holds archive.BlockCacheBytes
 //     (4 MiB) of blocks per archive and never more than an eighth of the
 //     blocks. An archive's scans (the background scrub above all) read each
-//     block once per pass, and a cache that held the whole archive would
-//     have the scrub validate cached blocks instead of the disk
+//     block once per pass and gain nothing from a larger cache
 //     (archive.BlockCacheBytes says why). The rest goes to the primaries,
 //     which read what commands and delivery come back to, and which the
 //     archives' scans, in a cache of their own, cannot push out.
