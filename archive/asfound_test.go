@@ -6,6 +6,9 @@ import (
 	"os"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/testsupport/treestate"
@@ -15,6 +18,21 @@ import (
 func diffTree(t *testing.T, dir string, before treestate.State) []string {
 	t.Helper()
 	return treestate.Diff(before, treestate.MustTake(t, dir))
+}
+
+// TestOpenLogsOpenedForWriting: an archive accepted at open says so in the
+// log, once, after every check passed (the damage matrix tells a refusal
+// at open from damage found later by it).
+func TestOpenLogsOpenedForWriting(t *testing.T) {
+	dir, opts := filledArchive(t, 10)
+	core, logs := observer.New(zap.InfoLevel)
+	opts.Logger = zap.New(core)
+	s, err := archive.Open(context.Background(), dir, opts)
+	must(t, err)
+	must(t, s.Close())
+	if got := logs.FilterMessage("archive opened for writing").Len(); got != 1 {
+		t.Fatalf("%q logged %d times, want once", "archive opened for writing", got)
+	}
 }
 
 // TestRefusedArchiveIsLeftAsFound: every refusal that Open decides after
@@ -56,9 +74,14 @@ func TestRefusedArchiveIsLeftAsFound(t *testing.T) {
 			dir, opts := filledArchive(t, n)
 			c.damage(t, dir, &opts)
 			before := treestate.MustTake(t, dir)
+			core, logs := observer.New(zap.InfoLevel)
+			opts.Logger = zap.New(core)
 			_, err := archive.Open(context.Background(), dir, opts)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Open = %v, want %v", err, c.want)
+			}
+			if logs.FilterMessage("archive opened for writing").Len() != 0 {
+				t.Errorf("a refused archive logged %q", "archive opened for writing")
 			}
 			if d := diffTree(t, dir, before); d != nil {
 				t.Fatalf("the refused archive was changed: %q", d)

@@ -226,6 +226,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		}
 	}
 	s.mon.attach(ctx, s, seed)
+	// Every check passed: the store was opened read-write only now (an
+	// operator reading the log can tell a refusal at open from damage
+	// found later, by the scrub or a read, in a store already in use).
+	s.log.Info("archive opened for writing", zap.Int64("records", s.acct.Records), zap.Bool("created", created))
 	return s, nil
 }
 
