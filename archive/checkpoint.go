@@ -96,10 +96,12 @@ func (s *Store) CheckpointDue() bool {
 // validate is Open's validation: the metadata keys, then the records beyond
 // the checkpoint and the continuity of the checkpoint with the durable
 // accounting, or, without a checkpoint that holds, every record (see the
-// comment at the top of this file).
-func (s *Store) validate(ctx context.Context, m meta) error {
+// comment at the top of this file). It writes nothing: it runs on Open's
+// read-only view of the store (decide.go), and returns the checkpoint that
+// the read-write open then records (ckptPlan.apply).
+func (s *Store) validate(ctx context.Context, m meta) (ckptPlan, error) {
 	if err := s.checkMetaKeys(ctx); err != nil {
-		return err
+		return ckptPlan{}, err
 	}
 	if m.validatedErr == nil && !m.validated.IsZero() {
 		s.setValidated(m.validated)
@@ -109,22 +111,44 @@ func (s *Store) validate(ctx context.Context, m meta) error {
 		s.log.Warn("archive checkpoint is damaged; validating the whole archive")
 	case s.fullValidationDue(m):
 	case m.ckpt.acct.Records > 0:
-		ok, err := s.validateFrom(ctx, m.ckpt)
+		plan, ok, err := s.validateFrom(ctx, m.ckpt)
 		if err != nil || ok {
-			return err
+			return plan, err
 		}
 	}
 	return s.validateAll(ctx)
+}
+
+// ckptPlan is what validate found for the checkpoint: c, to be written
+// (write) or, already durable, only recorded (set), and for a validation of
+// every record the time it began (validated, written with c); the zero plan
+// records nothing (an empty archive).
+type ckptPlan struct {
+	c          checkpoint
+	write, set bool
+	validated  time.Time
+}
+
+// apply records the plan's checkpoint on the read-write store.
+func (p ckptPlan) apply(ctx context.Context, s *Store) error {
+	switch {
+	case p.write:
+		c := p.c
+		return s.writeMeta(ctx, &c, p.validated)
+	case p.set:
+		s.setCheckpoint(p.c)
+	}
+	return nil
 }
 
 // validateFrom validates the records after the checkpoint ck and its
 // continuity with the accounting. ok is false when the checkpoint does not
 // hold (the caller then validates everything); a record that fails
 // validation is ErrCorrupt.
-func (s *Store) validateFrom(ctx context.Context, ck checkpoint) (ok bool, err error) {
+func (s *Store) validateFrom(ctx context.Context, ck checkpoint) (plan ckptPlan, ok bool, err error) {
 	if ck.key.Database != s.binding || ck.acct.Records > s.acct.Records || ck.acct.EncodedBytes > s.acct.EncodedBytes {
 		s.log.Warn("archive checkpoint exceeds the accounting or names another database; validating the whole archive")
-		return false, nil
+		return plan, false, nil
 	}
 	var v []byte
 	if err := guarded(ctx, s.st, s.timeout, "reading the checkpoint's record", false, func() error {
@@ -132,14 +156,14 @@ func (s *Store) validateFrom(ctx context.Context, ck checkpoint) (ok bool, err e
 		v, err = get(s.db, recordKey(ck.key))
 		return err
 	}); err != nil {
-		return false, err
+		return plan, false, err
 	}
 	if v == nil {
 		s.log.Warn("archive checkpoint names a record that does not exist; validating the whole archive")
-		return false, nil
+		return plan, false, nil
 	}
 	if _, err := checkValue(ck.key, v); err != nil {
-		return false, err
+		return plan, false, err
 	}
 	last := ck.key
 	t, err := s.scan(ctx, newCursor(s.id, ck.key), 0, func(p Page) error {
@@ -149,26 +173,25 @@ func (s *Store) validateFrom(ctx context.Context, ck checkpoint) (ok bool, err e
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return plan, false, err
 	}
 	if ck.acct.Records+t.records != s.acct.Records || ck.acct.EncodedBytes+t.bytes != s.acct.EncodedBytes {
 		s.log.Warn("archive checkpoint and records beyond it do not add up to the accounting; validating the whole archive",
 			zap.Int64("checkpoint_records", ck.acct.Records), zap.Int64("records_beyond", t.records), zap.Int64("records", s.acct.Records))
-		return false, nil
+		return plan, false, nil
 	}
 	s.log.Info("archive validated beyond its checkpoint", zap.Int64("records", s.acct.Records),
 		zap.Int64("checkpoint_records", ck.acct.Records), zap.Int64("validated_records", t.records), zap.Int("pages", t.pages))
 	if t.records == 0 {
-		s.setCheckpoint(ck)
-		return true, nil
+		return ckptPlan{c: ck, set: true}, true, nil
 	}
-	return true, s.writeCheckpoint(ctx, checkpoint{key: last, acct: s.acct})
+	return ckptPlan{c: checkpoint{key: last, acct: s.acct}, write: true}, true, nil
 }
 
 // validateAll validates every record, compares count and Σ charges with the
-// durable accounting, and writes the checkpoint at the last record and the
+// durable accounting, and plans the checkpoint at the last record and the
 // time it began as the last full validation (validation.go).
-func (s *Store) validateAll(ctx context.Context) error {
+func (s *Store) validateAll(ctx context.Context) (ckptPlan, error) {
 	began := s.clock()
 	var last event.Key
 	t, err := s.scan(ctx, nil, 0, func(p Page) error {
@@ -178,19 +201,19 @@ func (s *Store) validateAll(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return ckptPlan{}, err
 	}
 	if t.records != s.acct.Records || t.bytes != s.acct.EncodedBytes {
-		return fmt.Errorf("%w: accounting says %d records / %d bytes, records hold %d / %d",
+		return ckptPlan{}, fmt.Errorf("%w: accounting says %d records / %d bytes, records hold %d / %d",
 			ErrCorrupt, s.acct.Records, s.acct.EncodedBytes, t.records, t.bytes)
 	}
 	s.log.Info("archive validated", zap.Int64("records", t.records), zap.Int64("encoded_bytes", t.bytes), zap.Int("pages", t.pages))
 	if t.records == 0 {
 		// Nothing to vouch for: a new archive records its creation as
 		// its first full validation (initMeta).
-		return nil
+		return ckptPlan{}, nil
 	}
-	return s.writeMeta(ctx, &checkpoint{key: last, acct: s.acct}, began)
+	return ckptPlan{c: checkpoint{key: last, acct: s.acct}, write: true, validated: began}, nil
 }
 
 // writeCheckpoint durably replaces the checkpoint with c (writeMeta).

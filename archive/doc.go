@@ -166,7 +166,19 @@
 // a committed write (no table, no non-zero WAL byte: internal/store/existence);
 // any other store is opened with ErrorIfNotExists, and refused with
 // ErrCorrupt before Pebble touches it when Pebble's markers are missing.
-// Inspect reports such a store as corrupt, never as not found.
+// Inspect reports such a store as corrupt, never as not found. Open takes
+// the store's lock before it decides any of this (ErrBusy while another
+// process holds it), so no store is reset or created under another holder.
+//
+// A refused archive is left exactly as it was found (decide.go): Open
+// judges an existing store on Pebble's read-only view, which replays the
+// WAL into memory and writes nothing, and runs there every check that
+// could refuse it (metadata, format, binding, the validation above, the
+// anchors below). Only a store that passed is opened read-write, under the
+// same lock, and only then are the checkpoint and a missing floor file
+// written. A cut WAL, a record that fails validation or a rolled-back
+// archive is therefore refused with every file as the damage left it, for
+// an operator or a recovery tool to examine; the validation runs once.
 //
 // A store cannot notice its own rollback: Pebble trusts the tail of its
 // newest WAL to be a torn write, so a truncated, zeroed, deleted or older

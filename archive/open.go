@@ -136,9 +136,13 @@ type Options struct {
 // Open opens the archive in dir (the configured, precreated directory),
 // creating the store on first start.
 //
-// With Options.FS == nil it first runs the custody audit of dir. If dir is
-// empty it creates dir/archive.pebble (0700) and writes the format marker,
-// the binding and zero accounting in one synced batch. Otherwise it refuses
+// With Options.FS == nil it first runs the custody audit of dir. It takes
+// the store's lock before it decides anything (ErrBusy while another holds
+// it). If dir is empty it creates dir/archive.pebble (0700) and writes the
+// format marker, the binding and zero accounting in one synced batch.
+// Otherwise it judges the store on a read-only view, which writes nothing,
+// and opens it read-write only if it passes every check below, so that a
+// refused archive is left exactly as it was found (decide.go). It refuses
 // a store whose Pebble format is outside [FormatMajorVersion,
 // pebble.FormatNewest] or whose archive marker is absent or unknown
 // (ErrIncompatibleFormat), or that is bound to another database
@@ -222,10 +226,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if opts.Monitor == nil {
 		if err := s.registerGauges(); err != nil {
 			_ = s.closeDB()
+			s.unlock()
 			return nil, err
 		}
 	}
 	s.mon.attach(ctx, s, seed)
+	// Every check passed: the store was opened read-write only now (an
+	// operator reading the log can tell a refusal at open from damage
+	// found later, by the scrub or a read, in a store already in use).
+	s.log.Info("archive opened for writing", zap.Int64("records", s.acct.Records), zap.Bool("created", created))
 	return s, nil
 }
 
@@ -247,7 +256,14 @@ func dirHoldsStore(fs vfs.FS, dir string) (bool, error) {
 
 // open opens the store, creating it (again) when it is new, and reports
 // whether it created it.
-func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, error) {
+//
+// It takes the store's lock first and holds it across every decision, as
+// the primary does (primary/create.go): a second process can neither race
+// the creation nor have its store reset under it (ErrBusy). An existing
+// store is then judged on a read-only view (decide.go), which writes
+// nothing, and opened read-write only when every check that could refuse it
+// passed: a refused archive is left exactly as it was found.
+func (s *Store) open(ctx context.Context, exists bool, opts Options) (_ bool, err error) {
 	// Existence is riffdb's decision (internal/store/existence): a store directory
 	// without the floor file that riffdb writes at creation is created
 	// (again) only if it provably never held a committed write; any other
@@ -255,90 +271,65 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 	// it when Pebble's own markers are missing (Pebble would create a new
 	// store and delete the old tables and logs as obsolete).
 	create := !exists
-	if exists {
-		_, _, marked, err := readFloor(s.fs, s.storeDir)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
+	if exists && opts.Floor > 0 {
+		// Refused before the lock, which would create a missing LOCK: a
+		// store refused is left as found. (Under the lock it is asked
+		// again, before anything is reset.)
+		fresh, err := s.fresh()
+		if err != nil {
 			return false, err
 		}
-		marked = marked || err != nil // a damaged floor file still marks a created store
-		if !marked {
-			if create, err = existence.NeverCommitted(s.fs, s.storeDir); err != nil {
-				return false, mapError("reading the store directory", err)
-			}
+		if fresh {
+			return false, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
 		}
-		if create {
-			names, err := s.fs.List(s.storeDir)
-			if err != nil {
-				return false, mapError("reading the store directory", err)
-			}
-			if len(names) > 0 {
-				s.log.Warn("archive store creation was interrupted; creating it again")
-				if err := existence.Reset(s.fs, s.storeDir); err != nil {
-					return false, mapError("restarting the interrupted creation", err)
-				}
-			}
-		} else {
-			desc, err := pebble.Peek(s.storeDir, s.fs)
-			if err != nil {
-				return false, mapError("reading the storage engine format", err)
-			}
-			if !desc.Exists || desc.FormatMajorVersion == pebble.FormatDefault {
-				return false, newError(ErrCorrupt, "the storage engine's markers are missing from an archive that was created before; "+
-					"it is refused rather than created again (restore the missing file or the archive from a backup)", nil)
-			}
-			if err := checkEngineFormat(desc.FormatMajorVersion); err != nil {
-				return false, err
-			}
-			// A damaged cursor key is refused before the engine opens
-			// the store read-write (cursorkey.go).
-			if _, _, err := readCursorKey(s.fs, s.storeDir); err != nil {
-				return false, err
-			}
-		}
-	}
-	if create && opts.Floor > 0 {
-		// Completed deliveries went into an archive that is gone: never
-		// create a new one in its place.
-		return false, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
 	}
 	if create {
 		if err := s.fs.MkdirAll(s.storeDir, 0o700); err != nil {
 			return false, mapError("creating the store", err)
 		}
 	}
-	s.inst = newInstanceFS(s.fs)
+	if err := s.lockStore(); err != nil {
+		return false, err
+	}
+	defer func() {
+		if err != nil {
+			s.unlock()
+		}
+	}()
+	if exists {
+		if create, err = s.neverCommitted(); err != nil {
+			return false, err
+		}
+	}
+	if create && opts.Floor > 0 {
+		// Completed deliveries went into an archive that is gone: never
+		// create a new one in its place (nor clear what is left of it).
+		return false, &LostRecordsError{Missing: opts.Floor, Anchor: anchorPrimary}
+	}
+	var plan openPlan
+	if exists && !create {
+		if plan, err = s.decide(ctx, opts); err != nil {
+			return false, err
+		}
+	}
+	if create && exists {
+		names, err := s.fs.List(s.storeDir)
+		if err != nil {
+			return false, mapError("reading the store directory", err)
+		}
+		if len(names) > 1 || (len(names) == 1 && names[0] != lockFileName) {
+			s.log.Warn("archive store creation was interrupted; creating it again")
+			if err := existence.Reset(s.fs, s.storeDir, lockFileName); err != nil {
+				return false, mapError("restarting the interrupted creation", err)
+			}
+		}
+	}
 	o := pebbleOptions(s.st, s.inst, s.realFS, engineTuning{cache: opts.Cache, fileCache: opts.FileCache, memTableSize: opts.MemTableSize, stalls: opts.WriteStalls})
-	o.ErrorIfNotExists = !create
-	err := guarded(ctx, s.st, s.timeout, "opening the store", false, func() error {
-		db, err := pebble.Open(s.storeDir, o)
-		s.db = db
-		return err
-	})
-	if err != nil {
-		// A failed Open releases its lock, unless a fatal error ended it
-		// midway (a write of its flush or manifest failed): then the lock
-		// would stay held until the process exits. Fence and release.
-		s.inst.abandon()
+	o.ErrorIfNotExists, o.Lock = !create, s.lock
+	if err := s.openEngine(ctx, o, "opening the store"); err != nil {
 		return false, err
 	}
-	m, err := s.initMeta(ctx, opts.Database, create)
-	if err != nil {
-		_ = s.closeDB()
-		return false, err
-	}
-	if err := s.validate(ctx, m); err != nil {
-		_ = s.closeDB()
-		return false, err
-	}
-	if err := s.checkAnchors(ctx, opts, create); err != nil {
-		_ = s.closeDB()
-		return false, err
-	}
-	if err := s.ensureCursorKey(create); err != nil {
-		_ = s.closeDB()
-		return false, err
-	}
-	if s.last, err = s.lastKey(ctx, "reading the last archive key", recordLower, recordUpper); err != nil {
+	if err := s.settle(ctx, opts, create, plan); err != nil {
 		_ = s.closeDB()
 		return false, err
 	}
@@ -346,40 +337,34 @@ func (s *Store) open(ctx context.Context, exists bool, opts Options) (bool, erro
 }
 
 // checkAnchors compares the validated accounting with the lower bounds kept
-// outside the archive's log (floor.go), and writes the floor file when it is
-// missing: a new archive, or one whose floor file was lost (or that was
-// created before floor files existed). The second is logged: the archive
+// outside the archive's log (floor.go). It writes nothing; missing is true
+// when the floor file is missing and is to be written: a new archive, or one
+// whose floor file was lost (or that was created before floor files
+// existed). The second is logged when it is written (settle): the archive
 // itself passed validation and the primary's anchor, so nothing is lost,
 // but an operator should know that a file of the store went missing.
-func (s *Store) checkAnchors(ctx context.Context, opts Options, created bool) error {
+func (s *Store) checkAnchors(ctx context.Context, opts Options) (missing bool, err error) {
 	id, floor, ok, err := readFloor(s.fs, s.storeDir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if ok {
 		if id != s.binding {
-			return newError(ErrCorrupt, "the archive's floor file names another database", nil)
+			return false, newError(ErrCorrupt, "the archive's floor file names another database", nil)
 		}
 		if err := checkFloor(s.acct, floor.Records, anchorFloorFile); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err := checkFloor(s.acct, opts.Floor, anchorPrimary); err != nil {
-		return err
+		return false, err
 	}
 	if opts.CheckHistory {
 		if err := s.checkHistory(ctx, opts.Incarnation, opts.LastCommit); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if !ok {
-		if !created {
-			s.log.Warn("the archive's floor file was missing; writing it again from the validated accounting",
-				zap.String("file", FloorFileName), zap.Int64("records", s.acct.Records))
-		}
-		return writeFloor(s.fs, s.storeDir, s.binding, s.acct)
-	}
-	return nil
+	return !ok, nil
 }
 
 // instance returns the store instance of the real filesystem

@@ -73,6 +73,10 @@ type Store struct {
 	// abandoned is set once closeDB had to fence it off.
 	inst      *instanceFS
 	abandoned bool
+	// lock is the store's directory lock, taken through inst before Open
+	// decides anything and held by every Pebble instance of the store
+	// (Options.Lock) until Close has written the floor file (decide.go).
+	lock *pebble.Lock
 
 	// fullInterval is Options.FullValidationInterval.
 	fullInterval time.Duration
@@ -225,6 +229,9 @@ func (s *Store) Close() error {
 			s.log.Warn("archive floor file not updated at close", zap.Error(ferr))
 		}
 	}
+	// The floor file is written under the lock: no other open can read
+	// the store in between.
+	s.unlock()
 	return err
 }
 

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/riffdb/riffdb/internal/testsupport/treestate"
 )
 
 // The damage matrix ("Fail closed"): one real installation is built once;
@@ -43,7 +45,16 @@ import (
 //     envelope whose code is one of dmRefusalCodes (database_* for the
 //     primary, credentials_refused for the credentials), or the server
 //     started with the outbox stopped, or paused/degraded for one of
-//     dmStopReasons, while the first acknowledged command still replays.
+//     dmStopReasons, while the first acknowledged command still replays;
+//     and the store that refused (the damaged one when the server refused
+//     to start, the archive when delivery stopped) is left exactly as the
+//     damage left it, every file's name, size, mode and contents (LOCK's
+//     timestamps, like every timestamp, are not compared), after inspect
+//     and the server both ran. A store that was accepted and opened for
+//     writing first (the primary served; the archive logged "archive
+//     opened for writing") and stopped only when a later read reached the
+//     damage (the scrub, a table read) was live and wrote legitimately
+//     since; for it, the damaged file must be as the damage left it.
 //   - VIOLATION: anything else, notably a new database_id or an empty
 //     history, a rolled-back history reported healthy, a lost command, a
 //     token no longer accepted, a server that serves and then dies (except
@@ -272,7 +283,40 @@ type dmCase struct {
 type dmResult struct {
 	dmCase
 	inspect, server, verdict string
-	violations               []string
+	// compared names the store that refused, compared file by file with
+	// how the damage left it ("" when none refused); afterOpen, that it
+	// refused only after it was accepted and opened for writing, so only
+	// the damaged file was compared.
+	compared   string
+	afterOpen  bool
+	violations []string
+}
+
+// dmStoreDirs are the directories of each store, relative to the
+// installation's root, that a refusal must leave exactly as found.
+var dmStoreDirs = map[string]string{"primary": "db", "archive": "outbox", "credentials": "credentials"}
+
+// dmAsFound compares the store that refused with how the damage left it:
+// every file's name, type, size, mode and contents (timestamps are not
+// compared: taking a store's lock may touch LOCK's); only the file rel
+// (relative to the installation's root) when rel is set.
+func dmAsFound(root, store string, before treestate.State, rel string) []string {
+	after, err := treestate.Take(filepath.Join(root, dmStoreDirs[store]))
+	if err != nil {
+		return []string{"recording the store after the server: " + err.Error()}
+	}
+	if rel != "" {
+		name, err := filepath.Rel(dmStoreDirs[store], rel)
+		if err != nil {
+			return []string{"naming the damaged file: " + err.Error()}
+		}
+		name = filepath.ToSlash(name)
+		before, after = treestate.State{name: before[name]}, treestate.State{name: after[name]}
+	}
+	if d := treestate.Diff(before, after); d != nil {
+		return []string{fmt.Sprintf("the %s store refused the damage but was changed: %s", store, strings.Join(d, ", "))}
+	}
+	return nil
 }
 
 var dmDamages = []string{"delete", "truncate-0", "truncate-half", "zero-fill", "flip-byte", "older-copy"}
@@ -805,14 +849,20 @@ func (s *dmServer) replay(token string, c dmCommand) string {
 
 // dmRunServer starts the server on a damaged installation and judges what
 // it does: outcome is the table cell, intact and refused the server's side
-// of the verdict; violations what must not happen.
-func dmRunServer(root, store string, inst *dmInstallation) (outcome string, intact, refused bool, violations []string) {
+// of the verdict (refused names the store that refused: the damaged store
+// when the server refused to start, the archive when delivery stopped, the
+// primary when it stopped the server after serving; "" when none did);
+// opened says that the store which refused had been accepted and opened
+// for writing first (the primary served; the archive logged "archive opened
+// for writing"): the damage was found later, by a read that reached it;
+// violations what must not happen.
+func dmRunServer(root, store string, inst *dmInstallation) (outcome string, intact bool, refused string, opened bool, violations []string) {
 	s, ready, err := dmStartServer(root)
 	if err != nil && s == nil {
-		return "could not start: " + err.Error(), false, false, []string{"the server could not be started: " + err.Error()}
+		return "could not start: " + err.Error(), false, "", false, []string{"the server could not be started: " + err.Error()}
 	}
 	if err != nil {
-		return "hung", false, false, []string{fmt.Sprintf("the server %v; stderr %q", err, dmClip(s.stderr.String()))}
+		return "hung", false, "", false, []string{fmt.Sprintf("the server %v; stderr %q", err, dmClip(s.stderr.String()))}
 	}
 	defer s.kill()
 	output := func() string { return s.stdout.String() + s.stderr.String() }
@@ -820,7 +870,7 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 		exit := s.exitCode()
 		var env dmEnvelope
 		if json.Unmarshal([]byte(s.stdout.String()), &env) != nil || env.Error == nil {
-			return fmt.Sprintf("exit %d, no envelope", exit), false, false,
+			return fmt.Sprintf("exit %d, no envelope", exit), false, "", false,
 				append(dmLeaks(root, "", output()), fmt.Sprintf("the server exited %d before serving without a JSON error envelope: stdout %q stderr %q",
 					exit, dmClip(s.stdout.String()), dmClip(dmTail(s.stderr.String()))))
 		}
@@ -835,9 +885,9 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 			store == "primary" && !strings.HasPrefix(env.Error.Code, "database_"):
 			violations = append(violations, fmt.Sprintf("the server refused damage to the %s store with code %s: %q", store, env.Error.Code, env.Error.Message))
 		default:
-			refused = true
+			refused = store
 		}
-		return outcome, false, refused, violations
+		return outcome, false, refused, false, violations
 	}
 
 	// Started: wait for a steady outbox state.
@@ -855,7 +905,7 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 				return s.diedAfterReady(root, output())
 			default:
 			}
-			return "started; stats refused", false, false, append(dmLeaks(root, "", output()),
+			return "started; stats refused", false, "", false, append(dmLeaks(root, "", output()),
 				fmt.Sprintf("the server started but %v", err))
 		}
 		steady := (st.Health == "healthy" && st.Pending != nil && *st.Pending == 0 && (store != "archive" || s.scrubbed())) ||
@@ -875,11 +925,11 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 	if st.DatabaseID != inst.dbID {
 		violations = append(violations, fmt.Sprintf("the primary was silently recreated: database_id %s, was %s (last_commit_sequence %d, was %d)",
 			st.DatabaseID, inst.dbID, st.LastCommitSequence, inst.lastSeq))
-		return outcome, false, false, violations
+		return outcome, false, "", false, violations
 	}
 	if st.LastCommitSequence == 0 {
 		violations = append(violations, fmt.Sprintf("the primary's history is empty: last_commit_sequence 0, was %d", inst.lastSeq))
-		return outcome, false, false, violations
+		return outcome, false, "", false, violations
 	}
 	stoppedForDamage := st.Health == "stopped" ||
 		((st.Health == "paused" || st.Health == "degraded") && slices.Contains(dmStopReasons, st.Reason))
@@ -888,20 +938,24 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 		// command exists in every copy, older ones included).
 		if msg := s.replay(inst.token, inst.commands[0]); msg != "" {
 			violations = append(violations, fmt.Sprintf("the outbox went %s/%s but commands are not served: %s", st.Health, st.Reason, msg))
-			return outcome, false, false, violations
+			return outcome, false, "", false, violations
 		}
 		if st.LastCommitSequence != inst.lastSeq {
 			outcome += fmt.Sprintf(" (history at %d of %d)", st.LastCommitSequence, inst.lastSeq)
 		}
-		return outcome, false, true, violations
+		opened := strings.Contains(s.stderr.String(), `"msg":"archive opened for writing"`)
+		if opened {
+			outcome += " after the archive was opened"
+		}
+		return outcome, false, "archive", opened, violations
 	}
 	if st.Health != "healthy" || st.Pending == nil || *st.Pending != 0 {
 		violations = append(violations, fmt.Sprintf("after %v the outbox is %s: neither healthy with nothing pending nor stopped for a named damage", dmSteadyWait, st))
-		return outcome, false, false, violations
+		return outcome, false, "", false, violations
 	}
 	if st.LastCommitSequence != inst.lastSeq {
 		violations = append(violations, fmt.Sprintf("a rolled-back history reported healthy: last_commit_sequence %d, was %d", st.LastCommitSequence, inst.lastSeq))
-		return outcome, false, false, violations
+		return outcome, false, "", false, violations
 	}
 	n := len(inst.commands)
 	for _, i := range []int{0, 1, n / 3, n/2 - 1, n / 2, 2 * n / 3, n - 2, n - 1} {
@@ -910,7 +964,7 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 		}
 	}
 	if len(violations) > 0 {
-		return outcome, false, false, violations
+		return outcome, false, "", false, violations
 	}
 	// Intact so far: it must also stop cleanly (the archive is inspected
 	// again afterwards).
@@ -918,17 +972,17 @@ func dmRunServer(root, store string, inst *dmInstallation) (outcome string, inta
 	select {
 	case <-s.exited:
 	case <-time.After(dmReadyWait):
-		return outcome + "; no clean stop", false, false, []string{fmt.Sprintf("the server did not stop within %v of SIGTERM", dmReadyWait)}
+		return outcome + "; no clean stop", false, "", false, []string{fmt.Sprintf("the server did not stop within %v of SIGTERM", dmReadyWait)}
 	}
 	if code := s.exitCode(); code != 0 {
-		return outcome + fmt.Sprintf("; stop exit %d", code), false, false, append(dmLeaks(root, "", output()),
+		return outcome + fmt.Sprintf("; stop exit %d", code), false, "", false, append(dmLeaks(root, "", output()),
 			fmt.Sprintf("the server exited %d on SIGTERM: stdout %q; last log lines %q", code, dmClip(s.stdout.String()), dmClip(dmTail(s.stderr.String()))))
 	}
-	return outcome, true, false, dmLeaks(root, "", output())
+	return outcome, true, "", false, dmLeaks(root, "", output())
 }
 
 // diedAfterReady judges a server that exited after it had started serving.
-func (s *dmServer) diedAfterReady(root, output string) (string, bool, bool, []string) {
+func (s *dmServer) diedAfterReady(root, output string) (string, bool, string, bool, []string) {
 	code := "no envelope"
 	msg := ""
 	var env dmEnvelope
@@ -943,11 +997,11 @@ func (s *dmServer) diedAfterReady(root, output string) (string, bool, bool, []st
 		// that reaches it. The store then fails and the server stops with
 		// the damage's code: a loud stop, not a loss.
 		if leaks := dmLeaks(root, msg, output); len(leaks) > 0 {
-			return outcome, false, false, leaks
+			return outcome, false, "", false, leaks
 		}
-		return outcome, false, true, nil
+		return outcome, false, "primary", true, nil
 	}
-	return outcome, false, false, append(dmLeaks(root, msg, output),
+	return outcome, false, "", false, append(dmLeaks(root, msg, output),
 		fmt.Sprintf("the server served, then exited %d (%s %q); last log lines %q", s.exitCode(), code, msg, dmClip(dmTail(s.stderr.String()))))
 }
 
@@ -986,15 +1040,38 @@ func dmRun(t *testing.T, inst *dmInstallation, c dmCase) dmResult {
 		r.violations = []string{"preparing the case: " + err.Error()}
 		return r
 	}
-	var verified, intact, refused bool
+	// Every store as the damage left it, before inspect and the server
+	// touch anything: a store that refuses must be left exactly so.
+	before := map[string]treestate.State{}
+	for name, dir := range dmStoreDirs {
+		if before[name], err = treestate.Take(filepath.Join(root, dir)); err != nil {
+			r.inspect, r.server, r.verdict = "-", "-", "ERROR"
+			r.violations = []string{"recording the store: " + err.Error()}
+			return r
+		}
+	}
+	var verified, intact, opened bool
+	var refused string
 	var iv, sv []string
 	r.inspect, verified, iv = dmInspect(root, inst)
-	r.server, intact, refused, sv = dmRunServer(root, c.store, inst)
+	r.server, intact, refused, opened, sv = dmRunServer(root, c.store, inst)
 	r.violations = append(iv, sv...)
+	switch {
+	case refused != "" && !opened:
+		r.compared = refused
+		r.violations = append(r.violations, dmAsFound(root, refused, before[refused], "")...)
+	case refused != "":
+		// Accepted at open, then stopped by a read that reached the
+		// damage (the scrub, a table read): the store was live and wrote
+		// (its replayed WAL, deliveries); the damaged file must be as the
+		// damage left it.
+		r.compared, r.afterOpen = refused, true
+		r.violations = append(r.violations, dmAsFound(root, refused, before[refused], c.rel)...)
+	}
 	switch {
 	case len(r.violations) > 0:
 		r.verdict = "VIOLATION"
-	case refused:
+	case refused != "":
 		r.verdict = "refused"
 	case intact && verified:
 		// The server must not have made it worse: inspect once more.
@@ -1081,7 +1158,17 @@ func TestDamageMatrix(t *testing.T) {
 	t.Logf("damage matrix (%v):\n%s", time.Since(began).Round(time.Millisecond), table)
 	counts := map[string]int{}
 	var bad []string
+	var compared, changed, afterOpen int
 	for _, r := range results {
+		if r.afterOpen {
+			afterOpen++
+		}
+		if r.compared != "" {
+			compared++
+			if slices.ContainsFunc(r.violations, func(v string) bool { return strings.Contains(v, "refused the damage but was changed") }) {
+				changed++
+			}
+		}
 		v := r.verdict
 		if strings.HasPrefix(v, "n/a") {
 			v = "n/a"
@@ -1093,6 +1180,10 @@ func TestDamageMatrix(t *testing.T) {
 	}
 	summary := fmt.Sprintf("%d cases: %d intact, %d refused, %d n/a, %d VIOLATION.", len(results),
 		counts["intact"], counts["refused"], counts["n/a"], counts["VIOLATION"])
+	summary += fmt.Sprintf(" Every store that refused was compared file by file with how the damage left it "+
+		"(names, sizes, modes, contents): %d compared, %d changed; of those, %d refused only after the store was "+
+		"accepted and opened for writing (damage found later by a read that reached it), for which the damaged file was compared.",
+		compared, changed, afterOpen)
 	t.Log(summary)
 	if path := os.Getenv("RIFFDB_DAMAGE_REPORT"); path != "" {
 		must(t, os.WriteFile(path, []byte(table+"\n"+summary+"\n"), 0o644))

@@ -39,7 +39,15 @@ var ErrUnprotected = errors.New("primary: the database directory is accessible t
 // The lock is taken first and held across the whole decision, so a second
 // process can neither race the creation nor be wiped by it. The caller
 // closes the lock after the store.
-func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_ *pebble.DB, _ *pebble.Lock, fresh bool, floor floorRecord, err error) {
+//
+// An existing store is judged on a read-only view first (decide, with the
+// creation marker's floor): Pebble's read-only open replays the WAL into
+// memory and writes nothing, so a store refused there (a rolled-back
+// history, a damaged identity or history record) is left exactly as it was
+// found. Only a store that passed is opened read-write, under the same lock:
+// the read-write open flushes the replayed WAL and writes a new MANIFEST,
+// markers and OPTIONS before the checks could run on it.
+func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger, decide func(*pebble.DB, floorRecord) error) (_ *pebble.DB, _ *pebble.Lock, fresh bool, floor floorRecord, err error) {
 	if vfsys == vfs.Default { // in-memory test filesystems have no real modes
 		if err := checkPrivate(dir); err != nil {
 			return nil, nil, false, floor, err
@@ -106,6 +114,11 @@ func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_
 		// the recorded manifest stays comparable until an Open succeeds far
 		// enough to write one, which then has a higher number.
 	}
+	if !fresh && decide != nil {
+		if err := decideOnView(dir, po, lock, floor, decide); err != nil {
+			return nil, nil, false, floor, err
+		}
+	}
 	o := *po
 	o.Lock = lock
 	o.ErrorIfNotExists = !fresh
@@ -114,6 +127,22 @@ func openStore(vfsys vfs.FS, dir string, po *pebble.Options, log *zap.Logger) (_
 		return nil, nil, false, floor, classifyOpen(err, dir)
 	}
 	return store, lock, fresh, floor, nil
+}
+
+// decideOnView opens the store in dir read-only with the held lock, runs
+// decide on it, and closes it again (the lock stays held).
+func decideOnView(dir string, po *pebble.Options, lock *pebble.Lock, floor floorRecord, decide func(*pebble.DB, floorRecord) error) error {
+	o := *po
+	o.Lock, o.ReadOnly, o.ErrorIfNotExists = lock, true, true
+	view, err := pebble.Open(dir, &o)
+	if err != nil {
+		return classifyOpen(err, dir)
+	}
+	err = decide(view, floor)
+	if cerr := view.Close(); err == nil && cerr != nil {
+		err = classifyOpen(cerr, dir)
+	}
+	return err
 }
 
 // checkPrivate refuses a database directory with any group or other

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/riffdb/riffdb/internal/testsupport/treestate"
 	"github.com/riffdb/riffdb/primary"
 )
 
@@ -244,7 +245,10 @@ func copyFile(t *testing.T, from, to string) {
 // or an older state (the newest WAL truncated, zeroed, deleted or replaced
 // by an older copy; an older MANIFEST or manifest marker) leaves a store
 // consistent with itself but without acknowledged commits. The floor in the
-// creation marker, written at every clean Close, makes Open refuse it.
+// creation marker, written at every clean Close, makes Open refuse it, and
+// the refused store is left exactly as found: the decision is taken on a
+// read-only view, before Pebble's read-write open could replay and delete
+// the damaged WAL.
 func TestRolledBackHistoryIsRefused(t *testing.T) {
 	build := func(t *testing.T) (primary.Options, string) {
 		opts, _ := diskDB(t, 100)
@@ -305,6 +309,7 @@ func TestRolledBackHistoryIsRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			opts, older := build(t)
 			damage(t, opts.Path, older)
+			before := treestate.MustTake(t, opts.Path)
 			db, err := primary.Open(context.Background(), opts)
 			if err == nil {
 				last := db.LastCommitSequence()
@@ -316,6 +321,10 @@ func TestRolledBackHistoryIsRefused(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), opts.Path) {
 				t.Errorf("the error names the path: %v", err)
+			}
+			// Refused on a read-only view: every file as the damage left it.
+			if d := treestate.Diff(before, treestate.MustTake(t, opts.Path)); d != nil {
+				t.Errorf("the refused store was changed: %q", d)
 			}
 		})
 	}

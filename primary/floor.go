@@ -188,6 +188,21 @@ func (db *DB) checkFloor(f floorRecord) error {
 	return nil
 }
 
+// decide is Open's judgement of an existing store on a read-only view
+// (openStore): the checks of load and checkFloor, which only read, run on a
+// throwaway DB over view. A store they refuse is never opened read-write.
+// The read-write open runs them again (a few reads) on the same files,
+// which nothing changed in between under the held lock.
+func (db *DB) decide(view *pebble.DB, floor floorRecord) error {
+	v := &DB{opts: db.opts, log: db.log, alias: db.alias, clock: db.clock, store: view,
+		failCh: make(chan struct{}), ready: make(chan struct{})}
+	v.frontier.init()
+	if err := v.load(); err != nil {
+		return err
+	}
+	return v.checkFloor(floor)
+}
+
 // writeCleanFloor records, after the store is closed, the last commit and
 // the MANIFEST the store was left with.
 func (db *DB) writeCleanFloor() error {

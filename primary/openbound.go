@@ -81,7 +81,7 @@ func (db *DB) openBounded(ctx context.Context, vfsys vfs.FS, dir string, po *peb
 	}
 	var res openResult
 	done := goexit.Go(func() error {
-		res.store, res.lock, res.fresh, res.floor, res.err = openStore(vfsys, dir, po, db.log)
+		res.store, res.lock, res.fresh, res.floor, res.err = openStore(vfsys, dir, po, db.log, db.decide)
 		w.opened()
 		return res.err
 	})
