@@ -297,7 +297,12 @@ func (s *Store) checkpoint(ctx context.Context, final bool) error {
 			next.acct.EncodedBytes += a.charge
 		}
 	}
-	return s.writeCheckpoint(ctx, next)
+	// As scrubbed: a cancellation ends the call before the write, never
+	// during it.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.writeCheckpoint(context.WithoutCancel(ctx), next)
 }
 
 func cmpErr(err, otherwise error) error {

@@ -125,19 +125,31 @@ func (s *Store) setValidated(t time.Time) {
 	s.mon.validatedAt(t)
 }
 
+// validatedGrain is how much newer than the recorded last full validation
+// a scrub pass must be to be written: a small archive completes a pass at
+// every scrub step, and the time serves an alert measured in hours.
+const validatedGrain = time.Minute
+
 // scrubbed records that a scrub pass whose snapshot was taken at began
 // validated every record: the time of the last full validation moves to
-// began, unless it is already as new.
+// began, unless the recorded one is less than validatedGrain older. A ctx
+// that ended before the write writes nothing; one that ends during it does
+// not abandon the store (background writes wait for their outcome, bounded
+// by the store's timeout: a shutdown must not turn a write in flight into
+// a fatal error).
 func (s *Store) scrubbed(ctx context.Context, began time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if !began.After(s.validated) {
+	if began.Sub(s.validated) < validatedGrain {
 		return nil
 	}
-	return s.writeMeta(ctx, nil, began)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.writeMeta(context.WithoutCancel(ctx), nil, began)
 }
 
 // LastFullValidation returns when the whole archive was last validated (by

@@ -241,3 +241,40 @@ func TestFormatOneOpensAndIsUpgradedWithTheFirstValidationTime(t *testing.T) {
 		t.Fatalf("Open of format 1 holding the validation key: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestScrubbedNeverAbandonsTheStoreOnCancel: a scrub pass completing as the
+// server shuts down (its context cancelled) writes nothing and leaves the
+// store usable. Before, the write ran under the cancelled context, which
+// abandoned the engine as if the write's outcome were unknown: a SIGTERM
+// during a scrub step ended the server with a fatal archive error.
+func TestScrubbedNeverAbandonsTheStoreOnCancel(t *testing.T) {
+	t.Parallel()
+	opts, _, now := validationSetup(t)
+	opts.FullValidationInterval = time.Hour
+	s := mustOpen(t, opts)
+	defer s.Close()
+	before, _ := s.LastFullValidation()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.scrubbed(ctx, now.Add(2*time.Hour)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("scrubbed with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := s.usable(); err != nil {
+		t.Fatalf("the store is unusable after a cancelled scrub write: %v", err)
+	}
+	if got, _ := s.LastFullValidation(); !got.Equal(before) {
+		t.Fatalf("last full validation %v, want it unchanged (%v)", got, before)
+	}
+	if err := s.scrubbed(context.Background(), before.Add(validatedGrain/2)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.LastFullValidation(); !got.Equal(before) {
+		t.Fatalf("a pass %v after the last full validation was written; want it skipped", validatedGrain/2)
+	}
+	if err := s.scrubbed(context.Background(), before.Add(validatedGrain)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.LastFullValidation(); !got.Equal(before.Add(validatedGrain)) {
+		t.Fatalf("last full validation %v, want %v", got, before.Add(validatedGrain))
+	}
+}
