@@ -53,6 +53,12 @@ const (
 	// and needs no capability: it needs the server stopped and access to
 	// the database's files.)
 	ManageBackups Permission = "manage_backups"
+	// ReadOutbox allows listing a database's undelivered events and looking
+	// one up (GET /v1/databases/{alias}/outbox/deliveries). A global
+	// capability satisfies it for every database; one scoped to a database,
+	// for that database only. read_statistics does not: the counts it shows
+	// name no event.
+	ReadOutbox Permission = "read_outbox"
 )
 
 // GlobalOnly reports whether only a global capability can use p: a
@@ -65,7 +71,7 @@ func (p Permission) GlobalOnly() bool {
 const MaxLifetime = 10 * 365 * 24 * time.Hour
 
 // allPermissions lists every permission, in canonical order.
-var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities, ManageBackups}
+var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities, ManageBackups, ReadOutbox}
 
 // AllPermissions returns every known permission, in canonical order.
 func AllPermissions() []Permission { return slices.Clone(allPermissions) }
@@ -77,7 +83,7 @@ func ParsePermission(s string) (Permission, error) {
 	if slices.Contains(allPermissions, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: unknown permission %q (known: execute_commands, read_statistics, read_health, manage_capabilities, manage_backups)",
+	return "", fmt.Errorf("%w: unknown permission %q (known: execute_commands, read_statistics, read_health, manage_capabilities, manage_backups, read_outbox)",
 		ErrInvalid, truncate(s, 64))
 }
 

@@ -22,7 +22,8 @@
 // between: the health endpoint accepts read_health from a global capability,
 // which sees every database, or from a scoped one, which sees its own
 // database only. Taking and listing a database's backups (manage_backups) is
-// a database requirement, like executing commands. Revoked capabilities
+// a database requirement, like executing commands, and so is listing and
+// looking up a database's undelivered events (read_outbox). Revoked capabilities
 // satisfy nothing.
 //
 // # Expiry

@@ -214,12 +214,18 @@ func TestParsePermission(t *testing.T) {
 		}
 	}
 	want := []capability.Permission{capability.ExecuteCommands, capability.ReadStatistics, capability.ReadHealth,
-		capability.ManageCapabilities, capability.ManageBackups}
+		capability.ManageCapabilities, capability.ManageBackups, capability.ReadOutbox}
 	if got := capability.AllPermissions(); !slices.Equal(got, want) {
 		t.Fatalf("AllPermissions() = %v, want %v (canonical order)", got, want)
 	}
 	if capability.ManageBackups != "manage_backups" || capability.ManageBackups.GlobalOnly() {
 		t.Fatal("manage_backups must be spelled so and allowed on a database-scoped capability")
+	}
+	if capability.ReadOutbox != "read_outbox" || capability.ReadOutbox.GlobalOnly() {
+		t.Fatal("read_outbox must be spelled so and allowed on a database-scoped capability")
+	}
+	if _, err := capability.ParsePermission("outbox"); err == nil || !strings.Contains(err.Error(), "read_outbox") {
+		t.Fatalf("the unknown-permission error does not list read_outbox: %v", err)
 	}
 	if _, err := capability.ParsePermission("backup"); err == nil || !strings.Contains(err.Error(), "manage_backups") {
 		t.Fatalf("the unknown-permission error does not list manage_backups: %v", err)

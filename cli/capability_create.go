@@ -37,7 +37,9 @@ Without --database the capability is global; with it, it is scoped to that
 database alias: execute_commands then runs commands of that database only,
 read_health shows that database's health only (GET /v1/health lists no
 other database), and manage_backups takes and lists backups of that
-database only ("database backup", "database backup list"). read_statistics
+database only ("database backup", "database backup list"), and read_outbox
+lists and looks up that database's undelivered events only ("outbox
+deliveries list", "outbox deliveries show"). read_statistics
 and manage_capabilities need a global capability, so they are refused
 together with --database.
 

@@ -28,6 +28,7 @@ func TestCapabilityCreateHelpMatchesScopes(t *testing.T) {
 		"read_health shows that database's health only",
 		"read_statistics and manage_capabilities need a global capability",
 		"manage_backups takes and lists backups of that database only",
+		"read_outbox lists and looks up that database's undelivered events only",
 		"--expires-in",
 	} {
 		if !strings.Contains(text, claim) {

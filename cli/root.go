@@ -74,6 +74,10 @@ func NewRootCommand() *cobra.Command {
 			group("archive", "The durable local outbox archive",
 				newOutboxArchiveInspectCommand(),
 			),
+			group("deliveries", "List and look up a database's undelivered events (through the server; needs read_outbox)",
+				newOutboxDeliveriesListCommand(),
+				newOutboxDeliveriesShowCommand(),
+			),
 		),
 		newLoadtestCommand(),
 	)

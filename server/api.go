@@ -16,6 +16,7 @@ import (
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/outbox"
+	"github.com/riffdb/riffdb/outboxapi"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/primary/contract"
 	"github.com/riffdb/riffdb/statsapi"
@@ -36,6 +37,15 @@ func (s *Server) apiHandler() http.Handler {
 	backups := s.newBackupAPI(failures)
 	mux.HandleFunc("POST /v1/databases/{alias}/backups", backups.HandleCreate)
 	mux.HandleFunc("GET /v1/databases/{alias}/backups", backups.HandleList)
+	deliveries := outboxapi.New(outboxapi.Options{Auth: s.creds, Failures: failures, Logger: s.log,
+		TracerProvider: s.tel.TracerProvider, Database: func(alias string) (*primary.DB, bool) {
+			if d := s.database(alias); d != nil {
+				return d.db, true
+			}
+			return nil, false
+		}})
+	mux.HandleFunc("GET /v1/databases/{alias}/outbox/deliveries", deliveries.HandleList)
+	mux.HandleFunc("GET /v1/databases/{alias}/outbox/deliveries/{event_id}", deliveries.HandleShow)
 	stats := statsapi.NewHandler(statsapi.Options{Auth: s.creds, Stats: s.stats, Health: s.health, Logger: s.log, StoreFailures: failures})
 	mux.Handle("GET /v1/stats", stats)
 	mux.Handle("GET /v1/health", stats)
@@ -63,6 +73,8 @@ func routeOf(r *http.Request) string {
 	switch {
 	case backupapi.IsPath(r.URL.Path):
 		return "/v1/databases/{alias}/backups"
+	case outboxapi.IsPath(r.URL.Path):
+		return "/v1/databases/{alias}/outbox/deliveries"
 	case strings.HasPrefix(r.URL.Path, "/v1/databases/"):
 		return "/v1/databases/{alias}/commands/{command}"
 	case r.URL.Path == "/v1/stats", r.URL.Path == "/v1/health", r.URL.Path == "/healthz":

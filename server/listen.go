@@ -17,6 +17,7 @@ import (
 	"github.com/riffdb/riffdb/internal/hygiene/connlimit"
 	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/internal/observe/attrkey"
+	"github.com/riffdb/riffdb/outboxapi"
 	"github.com/riffdb/riffdb/statsapi"
 )
 
@@ -148,10 +149,11 @@ func (s *Server) keepAlive(next http.Handler) http.Handler {
 }
 
 // authenticatingRoute reports whether r goes to a handler that
-// authenticates its bearer token: a command, a backup, /v1/stats or
-// /v1/health.
+// authenticates its bearer token: a command, a backup, /v1/stats,
+// /v1/health or the outbox deliveries.
 func authenticatingRoute(r *http.Request) bool {
 	return isCommandRequest(r) || (backupapi.IsPath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodPost)) ||
+		(outboxapi.IsPath(r.URL.Path) && r.Method == http.MethodGet) ||
 		(r.Method == http.MethodGet && (r.URL.Path == "/v1/stats" || r.URL.Path == "/v1/health"))
 }
 
