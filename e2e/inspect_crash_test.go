@@ -33,6 +33,9 @@ func storeBytes(t *testing.T, dir string) string {
 	return strings.Join(lines, "\n")
 }
 
+// walName is the name of a Pebble WAL.
+var walName = regexp.MustCompile(`^\d+\.log$`)
+
 // newestWAL returns the path and number of the newest WAL of the store in
 // dir.
 func newestWAL(t *testing.T, dir string) (string, uint32) {
@@ -43,7 +46,7 @@ func newestWAL(t *testing.T, dir string) (string, uint32) {
 	var num uint32
 	for _, e := range entries {
 		var n uint32
-		if m, _ := regexp.MatchString(`^\d+\.log$`, e.Name()); !m {
+		if !walName.MatchString(e.Name()) {
 			continue
 		}
 		fmt.Sscanf(e.Name(), "%d.log", &n)
