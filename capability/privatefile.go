@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/riffdb/riffdb/internal/hygiene/pathless"
+	"github.com/riffdb/riffdb/internal/store/dirsync"
 )
 
 // fileIdent identifies one version of the store file. Writers replace the
@@ -140,41 +142,12 @@ func identOf(st *unix.Stat_t) fileIdent {
 	return fileIdent{dev: int64(st.Dev), ino: int64(st.Ino), size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
 }
 
-// writeAtomic writes data to dir/name through a synced temporary file, a
-// rename and a sync of the directory.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("capability: creating a temporary %s: %w", name, withoutPath(err))
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("capability: setting the mode of a temporary %s: %w", name, withoutPath(err))
-	}
-	if _, err := tmp.Write(data); err != nil {
+// writeAtomic replaces dir/name with data durably (dirsync.WriteFile: a
+// synced 0600 temporary file, a rename and a sync of the directory). It
+// runs under the store's lock, so no two writers share the temporary name.
+func writeAtomic(dir, name string, data []byte) error {
+	if err := dirsync.WriteFile(vfs.Default, dir, name, data); err != nil {
 		return fmt.Errorf("capability: writing %s: %w", name, withoutPath(err))
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("capability: syncing %s: %w", name, withoutPath(err))
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("capability: closing %s: %w", name, withoutPath(err))
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("capability: replacing %s: %w", name, withoutPath(err))
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("capability: opening the credential directory: %w", withoutPath(err))
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("capability: syncing the credential directory: %w", withoutPath(err))
 	}
 	return nil
 }

@@ -54,14 +54,25 @@ func WriteFile(fs vfs.FS, dir, name string, data []byte) error {
 }
 
 // create creates name for writing: on the operating system's files with
-// mode 0600 whatever the umask allows, elsewhere as fs creates.
+// mode 0600 exactly, whatever the umask (a umask of 0277 would otherwise
+// leave 0400, which a store that checks its files' modes refuses);
+// elsewhere as fs creates.
 func create(fs vfs.FS, name string) (interface {
 	Write([]byte) (int, error)
 	Sync() error
 	Close() error
 }, error) {
-	if fs == vfs.Default {
-		return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o600)
+	if fs != vfs.Default {
+		return fs.Create(name, vfs.WriteCategoryUnspecified)
 	}
-	return fs.Create(name, vfs.WriteCategoryUnspecified)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		_ = os.Remove(name)
+		return nil, err
+	}
+	return f, nil
 }

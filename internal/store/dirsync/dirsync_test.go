@@ -107,4 +107,15 @@ func TestWriteFileReplacesDurablyAndPrivately(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "floor.tmp")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the temporary file is left: %v", err)
 	}
+
+	// A umask that takes the owner's write bit still gives 0600: stores
+	// that check their files' modes (capability) would refuse a 0400 file.
+	syscall.Umask(0o277)
+	if err := dirsync.WriteFile(vfs.Default, dir, "floor", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err = os.Stat(filepath.Join(dir, "floor"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("floor under umask 0277: %v %v, want mode 0600", fi, err)
+	}
 }
