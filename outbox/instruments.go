@@ -20,7 +20,7 @@ const ScopeName = "github.com/riffdb/riffdb/outbox"
 // Attribute keys used on spans and metrics. Ids go on spans only.
 const (
 	AttrDatabase = attrkey.Database
-	AttrReason   = attribute.Key("riffdb.reason")
+	AttrReason   = attrkey.Reason
 	AttrResult   = attribute.Key("riffdb.result")
 	AttrState    = attribute.Key("riffdb.outbox.state")
 	AttrEvent    = attrkey.EventID
