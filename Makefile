@@ -9,7 +9,15 @@ PKGS ?= ./...
 # panics and race reports still carry function, file and line (those come
 # from the pclntab), and each link costs about a third less CPU.
 TESTFLAGS ?= -vet=off -ldflags=-w
-RACE_PKGS ?= $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
+# It also leaves out RACE_SKIP: packages whose fast tier starts no goroutine
+# and imports nothing that does (generators, codecs, source checks), where
+# the race detector has nothing to report; internal/testsupport/boundary's
+# TestRaceSkipRunsNoGoroutines holds every file of them to that.
+RACE_SKIP ?= bench/cmd/benchreport dashboards dashboards/gen dashboards/cmd/gendashboards \
+	event deliverytype internal/hygiene/alias internal/hygiene/pathless internal/hygiene/strictjson \
+	internal/observe/promtext internal/store/pace internal/testsupport/treestate \
+	internal/testsupport/boundary internal/testsupport/securitydoc internal/tools/crosscheck
+RACE_PKGS ?= $(shell $(GO) list $(PKGS) | grep -vxF $(addprefix -e github.com/riffdb/riffdb/,e2e $(RACE_SKIP)))
 
 .PHONY: help run test check deps lint unit race bench bench-startup-10m drain-chain soak inspect-steps dashboards loadtest reliability e2e-tracing clean
 
@@ -37,7 +45,7 @@ unit: ## go test ./... (unit, property, crash, fuzz-seed and end-to-end tests); 
 	@if [ -s bin/damage-matrix.md ]; then echo "== damage matrix (e2e TestDamageMatrix): every file of every store damaged, inspected and started =="; cat bin/damage-matrix.md; fi
 	@if [ -s bin/prometheus-live.txt ]; then echo "== live Prometheus (e2e TestPrometheusEvaluatesDashboardsAndAlerts): every recording rule and panel query, phase and series =="; cat bin/prometheus-live.txt; fi
 
-race: ## go test -race -short over every package but ./e2e (the campaigns and ./e2e run once, in unit)
+race: ## go test -race -short over every package but ./e2e and RACE_SKIP (the campaigns and ./e2e run once, in unit)
 	$(GO) test -race -short -count=1 $(TESTFLAGS) -timeout 20m $(RACE_PKGS)
 
 bench: ## benchmarks with their same-run baselines (raw fdatasync, bare Pebble, N raw writers), then the soak's 5-minute form (SOAK=0 skips it)
