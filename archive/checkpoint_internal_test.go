@@ -242,6 +242,9 @@ func TestCheckpointDuringAccepts(t *testing.T) {
 // back to the whole archive), whether the crash kept the old checkpoint or
 // the new one.
 func TestCrashDuringCheckpointing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a crash campaign (a crash clone at every write operation, each reopened)")
+	}
 	t.Parallel()
 	keys := make([]event.Key, 48)
 	recs := make([][]byte, len(keys))

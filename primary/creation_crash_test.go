@@ -19,6 +19,9 @@ import (
 // requires the next Open to succeed: nothing can have been acknowledged yet,
 // so an interrupted creation is started over.
 func TestCrashDuringCreationReopens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a crash campaign (every write operation of a creation, 16 seeds, each reopened)")
+	}
 	c := compile(t)
 	for seed := uint64(1); seed <= 16; seed++ { // seed 8 crashed Pebble's creation in a way it could not reopen
 		for k := int64(1); ; k++ {
