@@ -24,6 +24,9 @@ import (
 //     here, and growing with the archive);
 //   - L0 does not pile up flushed tables.
 func TestCompactionsDoNotRewriteTheArchive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: thousands of records through a 256 KiB memtable, flushed and compacted many times")
+	}
 	t.Parallel()
 	opts := testOptions(t, newMemFS(t, false))
 	opts.MemTableSize = 256 << 10

@@ -36,6 +36,9 @@ func (s *slowReads) String() string { return "slowReads" }
 // stays usable. With the transaction timeout the soak saw one slow scrub
 // read mark the archive unusable and halt delivery.
 func TestSlowScrubReadDoesNotFenceTheArchive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits out a scrub read made slower than the transaction timeout (seconds)")
+	}
 	t.Parallel()
 	ctx := context.Background()
 	mem := newMemFS(t, false)

@@ -160,6 +160,9 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 // within its deadline (unpaced it takes milliseconds), and the backup that
 // ran out of time leaves nothing behind.
 func TestCreateIsPaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: measures a paced backup over seconds")
+	}
 	t.Parallel()
 	e := newEnv(t)
 	db := e.open()

@@ -248,6 +248,9 @@ func TestLoadtestWaitDeliveredNeedsStatistics(t *testing.T) {
 // shows the numbers so far and the server's backlog, and is erased before
 // the report. In JSON mode the terminal gets the envelope only.
 func TestLoadtestProgressOnTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a loadtest of several seconds on a pseudo-terminal")
+	}
 	master, slave, err := testutil.OpenPTY()
 	if err != nil {
 		t.Skipf("no pseudo-terminal available: %v", err)

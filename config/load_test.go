@@ -86,6 +86,9 @@ func parseTime(doc []byte) (time.Duration, error) {
 // leaves room for a noisy machine, and a ratio above it is measured again
 // before the test fails. RIFFDB_LINEAR_N sets n (default 5000).
 func TestParseIsLinearInTheInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a timing ratio over growing inputs (seconds; noisy under load and the race detector)")
+	}
 	n := 5000
 	if s := os.Getenv("RIFFDB_LINEAR_N"); s != "" {
 		n, _ = strconv.Atoi(s)

@@ -26,6 +26,9 @@ import (
 // times what was flushed (without the split: about 8× here, and growing with
 // the store).
 func TestCompactionsKeepNamespacesApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 10,000 commands through a 256 KiB memtable, flushed and compacted many times")
+	}
 	t.Parallel()
 	db := openShapeStore(t, 256<<10)
 	defer db.Close()

@@ -34,6 +34,9 @@ const fixedDiskOverhead = 3 << 20
 // however little it logged, each database allocated 7.1 MiB for 1.3 MiB of
 // data: 4.5 MiB over.
 func TestYoungDatabasesStayWithinTwiceTheirData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 3,000 commands into two databases, then their disk use (seconds)")
+	}
 	const commands = 3000
 	s, _ := startDev(t, withDatabases(t, 2))
 	var wg sync.WaitGroup

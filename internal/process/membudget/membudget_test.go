@@ -152,6 +152,9 @@ func TestDivideKeepsTheArchivesCacheApart(t *testing.T) {
 // stores' tables back must then leave blocks in the cache: the split's
 // blocks are blocks, not room the memtables already took.
 func TestPrimaryCacheHoldsBlocksUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a load on four stores sized by the budget, seconds under the race detector")
+	}
 	const databases = 4
 	s := sizes.Divide(config.MinMemoryBudgetBytes, databases, databases)
 	c := pebble.NewCache(s.PrimaryCacheBytes)
