@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,8 +23,13 @@ import (
 // BenchmarkMultiDB at n databases: about three seconds of delivery at the
 // rate n raw writers reach on these machines, so that the fixed cost of
 // starting n workers (opening and validating n archives) is a small part
-// of every drain.
+// of every drain. RIFFDB_BENCH_EVENTS sets it for every n (a longer drain
+// to profile on fast storage, where three seconds of the disk's rate are
+// a fraction of a second).
 func multiDBEvents(n int) int {
+	if v, err := strconv.Atoi(os.Getenv("RIFFDB_BENCH_EVENTS")); err == nil && v > 0 {
+		return v
+	}
 	switch {
 	case n <= 1:
 		return 16384
