@@ -338,6 +338,20 @@ func report(r results) []row {
 				"before the fix", r.get(ws, "reserved_c64_commits/s"), r.get(ws, "filled_vs_reserved_c64"), math.NaN(), true),
 		)
 	}
+	// 12. Fast storage: one database's drain on tmpfs (fsync nearly free,
+	// as on NVMe) against the spec's chain on bare Pebble in the same run
+	// (BenchmarkMultiDB/n=1 with TMPDIR=/dev/shm, renamed FastDrain by
+	// scripts/bench.sh). cpu_us/commit counts the in-process load
+	// generator too, so it is shown, not held against the server's budget.
+	const fd = "bench.FastDrain/n=1"
+	rows = append(rows,
+		pairedRow("12 fast storage", "tmpfs, 1 database: delivered", "events/s", r.get(fd, "delivered_events/s"),
+			"spec chain on bare Pebble", r.get(fd, "spec_chain_events/s"), r.get(fd, "delivered_vs_spec_chain"), 0.75, true),
+		ratioRow("12 fast storage", "tmpfs, 1 database: CPU per delivered event", "µs", r.get(fd, "cpu_us/event"),
+			"per spec chain event", r.get(fd, "spec_chain_cpu_us/event"), 1.5, false),
+		infoRow("12 fast storage", "tmpfs, 1 database: commits, 8 HTTP clients, delivery running", "commits/s", r.get(fd, "commits/s")),
+		infoRow("12 fast storage", "tmpfs, 1 database: process CPU per commit (server and load generator)", "µs", r.get(fd, "cpu_us/commit")),
+	)
 	return rows
 }
 
