@@ -73,12 +73,16 @@ run -bench '^BenchmarkWALSpace$' -benchtime 1x ./primary/
 # 12. Fast storage: one database on tmpfs (/dev/shm), where an fsync costs
 #     about what it costs on NVMe, so the CPU is the limit: the drain against
 #     the spec's chain on bare Pebble and its CPU per event, in the same run
-#     (BenchmarkMultiDB/n=1, renamed FastDrain for the report).
+#     (BenchmarkMultiDB/n=1, renamed FastDrain for the report); then HTTP
+#     commands against a do-nothing server (BenchmarkFastCommands).
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
   echo "### TMPDIR=/dev/shm go test -run '^\$' -bench '^BenchmarkMultiDB$' (n=1, as FastDrain)" >&2
   TMPDIR=/dev/shm RIFFDB_BENCH_DATABASES=1 RIFFDB_BENCH_EVENTS=${FAST_EVENTS:-100000} \
     "$GO" test -run '^$' -timeout 15m -bench '^BenchmarkMultiDB$' -benchtime 3x ./bench/ 2>&1 |
     sed 's/^BenchmarkMultiDB\/n=1/BenchmarkFastDrain\/n=1/' | tee -a "$raw"
+  #     HTTP commands through the load generator against the real binary
+  #     (stores on tmpfs) and against a do-nothing Go server, alternated.
+  TMPDIR=/dev/shm run -bench '^BenchmarkFastCommands$' -benchtime 3x ./bench/
 else
   echo "### 12. fast storage skipped: /dev/shm is not a writable directory" >&2
 fi

@@ -352,6 +352,16 @@ func report(r results) []row {
 		infoRow("12 fast storage", "tmpfs, 1 database: commits, 8 HTTP clients, delivery running", "commits/s", r.get(fd, "commits/s")),
 		infoRow("12 fast storage", "tmpfs, 1 database: process CPU per commit (server and load generator)", "µs", r.get(fd, "cpu_us/commit")),
 	)
+	// The real binary (stores on tmpfs) against a do-nothing Go server,
+	// both driven by loadtest with 32 clients, alternated.
+	const fc = "bench.FastCommands"
+	rows = append(rows,
+		pairedRow("12 fast storage", "tmpfs: HTTP commands, 32 clients, delivery running", "commands/s", r.get(fc, "commands/s"),
+			"do-nothing Go server", r.get(fc, "null_requests/s"), r.get(fc, "commands_vs_null"), 0.75, true),
+		ruledValue("12 fast storage", "tmpfs: server CPU per command, its delivery included", "µs", r.get(fc, "server_cpu_us/command"), 90),
+		infoRow("12 fast storage", "do-nothing server's CPU per request", "µs", r.get(fc, "null_cpu_us/request")),
+		infoRow("12 fast storage", "load generator's CPU per request", "µs", r.get(fc, "generator_cpu_us/request")),
+	)
 	return rows
 }
 

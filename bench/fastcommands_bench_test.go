@@ -1,0 +1,212 @@
+package bench_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/loadtest"
+	"github.com/riffdb/riffdb/server"
+)
+
+// commandSlice is how long one target takes the load in
+// BenchmarkFastCommands, and commandConcurrency the generator's clients.
+const (
+	commandSlice       = 3 * time.Second
+	commandConcurrency = 32
+)
+
+// BenchmarkFastCommands measures the command path over HTTP against a
+// do-nothing Go server driven by the same load generator, both as separate
+// processes: the real binary on the embedded development configuration
+// (tracing at sampling 1, the scrub on, delivery running) with its stores
+// under TMPDIR (set TMPDIR=/dev/shm for fast storage), and
+// bench/cmd/nullserver, which checks the bearer token, reads the body and
+// answers a fixed response. The generator is loadtest.Run in this process,
+// closed loop, commandConcurrency clients, for commandSlice per target;
+// the targets alternate, a different one first in every iteration.
+//
+// It reports commands/s and null_requests/s and their ratio
+// (commands_vs_null); server_cpu_us/command, the riffdb process's CPU
+// time per command from the slice's start until everything it committed
+// was delivered (its delivery included); null_cpu_us/request, the
+// do-nothing server's; and generator_cpu_us/request, this process's CPU
+// per request (the load generator's own cost: where it is near the
+// server's, the generator is the limit).
+func BenchmarkFastCommands(b *testing.B) {
+	bins := b.TempDir()
+	build := exec.Command("go", "build", "-o", bins, "github.com/riffdb/riffdb/cmd/riffdb", "github.com/riffdb/riffdb/bench/cmd/nullserver")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := filepath.Join(b.TempDir(), "riffdb")
+	if _, _, err := server.DevSetup(dir, func(string) string { return "" }, config.Overrides{}); err != nil {
+		b.Fatal(err)
+	}
+	toml := strings.NewReplacer(`listen = "127.0.0.1:7420"`, `listen = "127.0.0.1:0"`,
+		`metrics_listen = "127.0.0.1:9464"`, `metrics_listen = "127.0.0.1:0"`).Replace(string(config.DevTOML(dir)))
+	if strings.Contains(toml, "7420") || strings.Contains(toml, "9464") {
+		b.Fatal("the development configuration changed; update BenchmarkFastCommands' replacements")
+	}
+	cfgPath := filepath.Join(dir, "riffdb.toml")
+	if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	tokenPath := filepath.Join(dir, "dev-token")
+	tok, err := os.ReadFile(tokenPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	riff := startTarget(b, "riffdb ready", filepath.Join(bins, "riffdb"), "server", "run", "--config", cfgPath)
+	defer riff.stop(b)
+	null := startTarget(b, "nullserver ready", filepath.Join(bins, "nullserver"), "-token-file", tokenPath)
+	defer null.stop(b)
+
+	type tally struct {
+		requests      int64
+		elapsed       time.Duration
+		server, local time.Duration
+	}
+	var t [2]tally // riffdb, null
+	targets := []*target{riff, null}
+	round := 0
+	for b.Loop() {
+		for k := range targets {
+			i := (round + k) % len(targets)
+			tg := targets[i]
+			server0, local0 := tg.cpu(b), cpuTime(b)
+			rep, err := loadtest.Run(context.Background(), loadtest.Config{Address: tg.addr, Token: token,
+				Concurrency: commandConcurrency, Duration: commandSlice, Requests: 1 << 30})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rep.Errors > 0 {
+				b.Fatalf("%d of %d requests failed: %v", rep.Errors, rep.Requests, rep.ErrorsByStatus)
+			}
+			local := cpuTime(b) - local0
+			if i == 0 {
+				riff.drained(b, token)
+			}
+			t[i].requests += rep.Succeeded
+			t[i].elapsed += time.Duration(rep.ElapsedSeconds * float64(time.Second))
+			t[i].server += tg.cpu(b) - server0
+			t[i].local += local
+		}
+		round++
+	}
+	rate := func(x tally) float64 { return float64(x.requests) / x.elapsed.Seconds() }
+	per := func(d time.Duration, n int64) float64 { return float64(d.Microseconds()) / float64(n) }
+	b.ReportMetric(rate(t[0]), "commands/s")
+	b.ReportMetric(rate(t[1]), "null_requests/s")
+	b.ReportMetric(rate(t[0])/rate(t[1]), "commands_vs_null")
+	b.ReportMetric(per(t[0].server, t[0].requests), "server_cpu_us/command")
+	b.ReportMetric(per(t[1].server, t[1].requests), "null_cpu_us/request")
+	b.ReportMetric(per(t[0].local+t[1].local, t[0].requests+t[1].requests), "generator_cpu_us/request")
+}
+
+// target is a server process under load.
+type target struct {
+	cmd    *exec.Cmd
+	addr   string
+	exited chan error
+	log    *strings.Builder
+}
+
+// startTarget starts bin with args and waits for the JSON log line whose
+// msg is ready, which names the listen address.
+func startTarget(b *testing.B, ready, bin string, args ...string) *target {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	t := &target{cmd: cmd, exited: make(chan error, 1), log: &strings.Builder{}}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct {
+				Msg    string `json:"msg"`
+				Listen string `json:"listen"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == ready {
+				addr <- line.Listen
+			} else if t.log.Len() < 64<<10 {
+				t.log.WriteString(sc.Text() + "\n")
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		t.exited <- cmd.Wait()
+	}()
+	select {
+	case t.addr = <-addr:
+	case err := <-t.exited:
+		b.Fatalf("%s exited before it was ready: %v\n%s", filepath.Base(bin), err, t.log.String())
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		b.Fatalf("%s printed no address within 2 minutes", filepath.Base(bin))
+	}
+	return t
+}
+
+// cpu returns the process's CPU time so far (user and system, from
+// /proc/PID/stat, in clock ticks of 10 ms).
+func (t *target) cpu(b *testing.B) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(t.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// drained waits until the riffdb target reports nothing pending.
+func (t *target) drained(b *testing.B, token string) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		pending, health, err := startupPending(t.addr, token)
+		if err == nil && pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("still %d pending after 5 minutes (health %s, %v)", pending, health, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// stop stops the process with SIGTERM and waits for it.
+func (t *target) stop(b *testing.B) {
+	b.Helper()
+	_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-t.exited:
+	case <-time.After(time.Minute):
+		_ = t.cmd.Process.Kill()
+		b.Errorf("%s did not stop within a minute of SIGTERM", t.cmd.Path)
+	}
+}
