@@ -264,11 +264,7 @@ func conflictDeadLetter(t *testing.T, e *env, token string) (*proc, []string) {
 	copyTree(t, snapshot, e.dbPath)
 	withOutbox, err := os.ReadFile(e.config)
 	must(t, err)
-	cut := strings.Index(string(withOutbox), "[maintenance.outbox]")
-	if cut < 0 {
-		t.Fatal("no outbox section in the configuration")
-	}
-	must(t, os.WriteFile(e.config, withOutbox[:cut], 0o600))
+	must(t, os.WriteFile(e.config, withoutOutbox(t, withOutbox), 0o600))
 	p = e.start()
 	var events []string
 	for _, order := range []string{"other", "another"} {
@@ -283,4 +279,29 @@ func conflictDeadLetter(t *testing.T, e *env, token string) (*proc, []string) {
 	p = e.start()
 	p.waitHealth(t, token, "degraded", "identity_conflict")
 	return p, events
+}
+
+// withoutOutbox returns the configuration cfg without its
+// [maintenance.outbox] section: the tables before and after it stay.
+func withoutOutbox(t *testing.T, cfg []byte) []byte {
+	t.Helper()
+	const header = "[maintenance.outbox]"
+	s := string(cfg)
+	start := strings.Index(s, header)
+	if start < 0 {
+		t.Fatal("no outbox section in the configuration")
+	}
+	end := len(s)
+	for i := start + len(header); ; {
+		next := strings.Index(s[i:], "\n[")
+		if next < 0 {
+			break
+		}
+		i += next + 1
+		if !strings.HasPrefix(s[i:], "[maintenance.outbox.") {
+			end = i
+			break
+		}
+	}
+	return []byte(s[:start] + s[end:])
 }

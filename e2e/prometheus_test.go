@@ -3,9 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -237,37 +235,11 @@ func TestPrometheusEvaluatesDashboardsAndAlerts(t *testing.T) {
 
 	// conflict and dead_letter: the primary is restored from a copy taken
 	// before an event was delivered and commits other bytes under that
-	// event's identity past the archive with no outbox configured (see
-	// TestMetricsEndpointServesTheReference); the archive refuses them and
-	// the event is dead-lettered.
+	// event's identity past the archive with no outbox configured
+	// (conflictDeadLetter); the archive refuses them and the event is
+	// dead-lettered.
 	p.stop()
-	snapshot := filepath.Join(e.root, "db-snapshot")
-	copyTree(t, e.dbPath, snapshot)
-	p = e.start()
-	commands(1)
-	p.waitDrained(t, token)
-	p.stop()
-	must(t, os.RemoveAll(e.dbPath))
-	copyTree(t, snapshot, e.dbPath)
-	withOutbox, err := os.ReadFile(e.config)
-	must(t, err)
-	cut := strings.Index(string(withOutbox), "[maintenance.outbox]")
-	if cut < 0 {
-		t.Fatal("no outbox section in the configuration")
-	}
-	tail := withOutbox[cut:]
-	telemetry := strings.Index(string(tail), "[telemetry]")
-	must(t, os.WriteFile(e.config, append(withOutbox[:cut:cut], tail[telemetry:]...), 0o600))
-	p = e.start()
-	for _, order := range []string{"other", "another"} {
-		if code, _, body, err := p.command(ctx, token, "place_order", map[string]any{"order_id": order, "amount_cents": 7}, ""); err != nil || code != http.StatusOK {
-			t.Fatalf("command: %d %v %s", code, err, body)
-		}
-	}
-	p.stop()
-	must(t, os.WriteFile(e.config, withOutbox, 0o600))
-	p = e.start()
-	p.waitHealth(t, token, "degraded", "identity_conflict")
+	p, _ = conflictDeadLetter(t, e, token)
 	ps.waitAlert(t, "RiffdbArchiveRefused", true)
 	ps.waitAlert(t, "RiffdbOutboxDeadLetters", true)
 	underFailure("conflict")
