@@ -29,6 +29,11 @@ const (
 		unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF |
 		unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 	entryWatchMask = unix.IN_ATTRIB | unix.IN_DONT_FOLLOW
+	// archiveWatchMask is the archive directory's: an entry created,
+	// removed or renamed in or out (the store directory replaced, or
+	// anything beside it), its own attributes (mode, owner), and its own
+	// rename or removal. Every event of it makes the next audit a full one.
+	archiveWatchMask = dirWatchMask
 )
 
 // auditWatch makes the custody audit of an open store cost the same
@@ -46,6 +51,19 @@ const (
 // audit a full one; a failed audit, partial or full, leaves it dirty, so
 // the violation is reported again, by a full audit, until it is repaired.
 // Without inotify (or /proc), or once closed, every audit is a full one.
+//
+// The archive directory that holds the store directory is watched too.
+// While neither watch saw anything since the last audit that passed, an
+// audit is a quick one: it opens the path (openat2, no symbolic link in
+// any component), checks that it is still the watched archive directory
+// and drains the events, without listing the archive directory or opening
+// the store directory: four system calls instead of about fifteen, on the
+// worker's path once per claim run (docs/benchmarks.md, #47). A change of
+// the archive directory's entries or attributes, or of the store
+// directory's own, is an event of one of the two watches, and makes the
+// next audit a full one; a path that no longer opens to the watched
+// directory (a component renamed, replaced or made a symbolic link) makes
+// it the usual audit, which reports what it finds.
 type auditWatch struct {
 	mu sync.Mutex
 	// fd is the inotify descriptor, -1 while not armed; dirWd is the store
@@ -53,6 +71,10 @@ type auditWatch struct {
 	fd       int
 	dirWd    int32
 	dev, ino uint64
+	// archWd is the archive directory's watch (-1 when not watched) and
+	// adev, aino its identity.
+	archWd     int32
+	adev, aino uint64
 	// dirty is set by an event that names no entry since the last full
 	// audit that passed, or by a failed audit; changed holds the entries
 	// named by events since the last audit that passed.
@@ -68,9 +90,10 @@ type auditWatch struct {
 	entries map[string]entryWatch
 	names   map[int32]string
 	// full counts full audits (entries listed and checked), partial the
-	// partial ones and added the entry watches added, for tests.
-	full, partial, added int
-	buf                  [4096]byte
+	// partial ones, quick the quick ones and added the entry watches
+	// added, for tests.
+	full, partial, quick, added int
+	buf                         [4096]byte
 }
 
 // entryWatch is the inode of a watched entry and its watch.
@@ -79,7 +102,7 @@ type entryWatch struct {
 	wd  int32
 }
 
-func newAuditWatch() *auditWatch { return &auditWatch{fd: -1} }
+func newAuditWatch() *auditWatch { return &auditWatch{fd: -1, dirWd: -1, archWd: -1} }
 
 // audit is Audit for the open store in dir, skipping the store's entries
 // when the watch saw no change since the last full audit that passed.
@@ -107,7 +130,11 @@ func (w *auditWatch) prearm(dir string) {
 
 // auditLocked is audit; the caller holds w.mu.
 func (w *auditWatch) auditLocked(dir string) (storeExists bool, err error) {
-	sfd, st, err := openStoreDir(dir)
+	if w.clean() && w.quickAudit(dir) {
+		w.quick++
+		return true, nil
+	}
+	sfd, st, ast, err := openStoreDirAt(dir)
 	if sfd == storeBadFd {
 		w.dirty = true
 		return true, err
@@ -117,13 +144,15 @@ func (w *auditWatch) auditLocked(dir string) (storeExists bool, err error) {
 		return false, err
 	}
 	defer unix.Close(sfd)
-	if w.fd >= 0 && (uint64(st.Dev) != w.dev || st.Ino != w.ino) {
-		// Another directory now stands at the store's path: the events
-		// of the watched one say nothing about it.
+	if w.fd >= 0 && (uint64(st.Dev) != w.dev || st.Ino != w.ino ||
+		w.archWd >= 0 && (uint64(ast.Dev) != w.adev || ast.Ino != w.aino)) {
+		// Another directory now stands at the store's path, or at the
+		// archive directory's: the events of the watched ones say
+		// nothing about it.
 		w.disarm()
 	}
 	if w.fd < 0 && !w.broken && !w.closed {
-		w.arm(sfd, &st)
+		w.arm(sfd, &st, &ast)
 	}
 	// Drain before the check: an event during the full audit stays queued
 	// and makes the next audit a full one.
@@ -154,6 +183,34 @@ func (w *auditWatch) auditLocked(dir string) (storeExists bool, err error) {
 	return true, nil
 }
 
+// clean reports whether both watches are armed and nothing happened since
+// the last audit that passed, as far as the events read so far say.
+func (w *auditWatch) clean() bool {
+	return w.fd >= 0 && w.archWd >= 0 && !w.dirty && len(w.changed) == 0
+}
+
+// quickAudit is the audit of a clean watch (see auditWatch): it reports
+// whether dir still opens, with no symbolic link in its path, to the
+// watched archive directory, and the events queued until then leave the
+// watch clean. When it reports false, the caller runs the usual audit,
+// which reports any violation.
+func (w *auditWatch) quickAudit(dir string) bool {
+	fd, err := openPath(dir)
+	if err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	unix.Close(fd)
+	if err != nil || uint64(st.Dev) != w.adev || st.Ino != w.aino {
+		return false
+	}
+	// Drain after the check: an event up to here is seen now, and one
+	// after it is seen by the next audit.
+	w.drain()
+	return w.clean()
+}
+
 // checkChanged is the partial audit: it checks again, and watches when
 // its inode is new, each entry of the store directory open at sfd that an
 // event named since the last audit that passed. An entry that no longer
@@ -169,9 +226,11 @@ func (w *auditWatch) checkChanged(sfd int) error {
 }
 
 // arm creates the inotify descriptor and watches the store directory open
-// at sfd (through /proc/self/fd, so the watched inode is the audited one).
-// The next audit is a full one.
-func (w *auditWatch) arm(sfd int, st *unix.Stat_t) {
+// at sfd (through /proc/self/fd, so the watched inode is the audited one),
+// and its parent when that is the archive directory the audit checked
+// (ast; without that watch every audit stays a full or partial one). The
+// next audit is a full one.
+func (w *auditWatch) arm(sfd int, st, ast *unix.Stat_t) {
 	w.dirty = true
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(sfd, &fs); err != nil || !watchable(fs.Type) {
@@ -190,6 +249,29 @@ func (w *auditWatch) arm(sfd int, st *unix.Stat_t) {
 		return
 	}
 	w.fd, w.dirWd, w.dev, w.ino = fd, int32(wd), uint64(st.Dev), st.Ino
+	w.armArchive(sfd, ast)
+}
+
+// armArchive watches the parent of the store directory open at sfd when
+// it is the archive directory whose fstat the audit took (ast): a parent
+// that is another inode by now (the store directory was moved) is not
+// watched, and audits are then never quick ones.
+func (w *auditWatch) armArchive(sfd int, ast *unix.Stat_t) {
+	if ast.Ino == 0 {
+		return
+	}
+	awd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(sfd)+"/..", archiveWatchMask)
+	if err != nil {
+		return
+	}
+	var pst unix.Stat_t
+	if err := unix.Fstatat(sfd, "..", &pst, unix.AT_SYMLINK_NOFOLLOW); err != nil ||
+		pst.Dev != ast.Dev || pst.Ino != ast.Ino {
+		// The watch may be on another directory: its events make the
+		// next audit a full one (consume), and no audit is quick.
+		return
+	}
+	w.archWd, w.adev, w.aino = int32(awd), uint64(ast.Dev), ast.Ino
 }
 
 // watchEntry makes sure the entry name of the store directory open at sfd,
@@ -276,9 +358,12 @@ func (w *auditWatch) consume(buf []byte) {
 		switch entry, known := w.names[wd]; {
 		case mask&unix.IN_Q_OVERFLOW != 0:
 			w.dirty = true
-		case wd == w.dirWd && mask&unix.IN_IGNORED != 0:
+		case (wd == w.dirWd || wd == w.archWd) && mask&unix.IN_IGNORED != 0:
 			w.disarm()
 			return
+		case wd == w.archWd:
+			// The archive directory's entries or attributes changed.
+			w.dirty = true
 		case wd == w.dirWd && len(name) > 0 && !strings.ContainsRune(string(name), '/'):
 			w.change(string(name))
 		case known && mask&unix.IN_IGNORED != 0:
@@ -307,7 +392,7 @@ func (w *auditWatch) disarm() {
 	if w.fd >= 0 {
 		unix.Close(w.fd)
 	}
-	w.fd, w.dirWd, w.dirty = -1, -1, true
+	w.fd, w.dirWd, w.archWd, w.dirty = -1, -1, -1, true
 	w.entries, w.names, w.changed = nil, nil, nil
 }
 

@@ -103,6 +103,24 @@ func TestAuditWatchSkipsEntriesWithoutChange(t *testing.T) {
 	}
 }
 
+func TestAuditWatchQuickWithoutChange(t *testing.T) {
+	t.Parallel()
+	_, dir, _, w := openWatched(t)
+	w.mu.Lock()
+	before := w.quick
+	w.mu.Unlock()
+	for range 100 {
+		if exists, err := w.audit(dir); err != nil || !exists {
+			t.Fatalf("audit = %v, %v", exists, err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := w.quick - before; n != 100 {
+		t.Fatalf("%d of 100 audits without a change were quick ones", n)
+	}
+}
+
 func TestAuditWatchCatchesChangesWhileOpen(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -133,6 +151,27 @@ func TestAuditWatchCatchesChangesWhileOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "a store file has mode 0640"},
+		{"entry beside the store directory", func(t *testing.T, base, dir, sst string) {
+			writeFile(t, filepath.Join(dir, "stray"), 0o600)
+		}, "the archive directory holds an entry other than " + StoreDirName},
+		{"hard link beside the store directory", func(t *testing.T, base, dir, sst string) {
+			if err := os.Link(sst, filepath.Join(dir, "stray.sst")); err != nil {
+				t.Fatal(err)
+			}
+		}, "the archive directory holds an entry other than " + StoreDirName},
+		{"archive directory mode", func(t *testing.T, base, dir, sst string) {
+			chmod(t, dir, 0o750)
+		}, "the archive directory mode is 0750"},
+		{"store directory renamed away and back", func(t *testing.T, base, dir, sst string) {
+			store := filepath.Dir(sst)
+			if err := os.Rename(store, filepath.Join(dir, "x")); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, "x", "000999.sst"), 0o644)
+			if err := os.Rename(filepath.Join(dir, "x"), store); err != nil {
+				t.Fatal(err)
+			}
+		}, "a store file has mode 0644"},
 		{"store directory mode", func(t *testing.T, base, dir, sst string) {
 			chmod(t, filepath.Dir(sst), 0o750)
 		}, "the store directory mode is 0750"},

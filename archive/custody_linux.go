@@ -245,46 +245,54 @@ func walkPath(dir string) (int, error) {
 // path (openPath) and one listing of the archive directory, whatever the
 // number of store files.
 func openStoreDir(dir string) (sfd int, st unix.Stat_t, err error) {
+	sfd, st, _, err = openStoreDirAt(dir)
+	return sfd, st, err
+}
+
+// openStoreDirAt is openStoreDir, also returning the archive directory's
+// fstat (zero when its check failed).
+func openStoreDirAt(dir string) (sfd int, st, ast unix.Stat_t, err error) {
 	if !filepath.IsAbs(dir) {
-		return -1, st, custodyErr("the archive directory must be an absolute path")
+		return -1, st, ast, custodyErr("the archive directory must be an absolute path")
 	}
 	fd, err := openPath(dir)
 	if err != nil {
-		return -1, st, err
+		return -1, st, ast, err
 	}
 	defer func() { unix.Close(fd) }()
-	if err := checkDir(fd, "the archive directory", nil); err != nil {
-		return -1, st, err
+	if err := checkDir(fd, "the archive directory", &ast); err != nil {
+		ast = unix.Stat_t{}
+		return -1, st, ast, err
 	}
 	listFd, err := unix.Dup(fd)
 	if err != nil {
-		return -1, st, fmt.Errorf("archive: cannot list the archive directory: %w", err)
+		return -1, st, ast, fmt.Errorf("archive: cannot list the archive directory: %w", err)
 	}
 	unix.CloseOnExec(listFd)
 	names, err := readNames(listFd, "the archive directory")
 	if err != nil {
-		return -1, st, err
+		return -1, st, ast, err
 	}
 	for _, n := range names {
 		if n != StoreDirName {
-			return -1, st, custodyErr("the archive directory holds an entry other than %s", StoreDirName)
+			return -1, st, ast, custodyErr("the archive directory holds an entry other than %s", StoreDirName)
 		}
 	}
 	if len(names) == 0 {
-		return -1, st, nil
+		return -1, st, ast, nil
 	}
 	sfd, err = openDirAt(fd, StoreDirName, "the store directory")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) { // removed between listing and open
-			return -1, st, nil
+			return -1, st, ast, nil
 		}
-		return -1, st, err
+		return -1, st, ast, err
 	}
 	if err := checkDir(sfd, "the store directory", &st); err != nil {
 		unix.Close(sfd)
-		return storeBadFd, st, err
+		return storeBadFd, st, ast, err
 	}
-	return sfd, st, nil
+	return sfd, st, ast, nil
 }
 
 // checkStoreEntries lists the store directory open at sfd and checks
