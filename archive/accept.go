@@ -40,10 +40,47 @@ func (s *Store) checkRecord(key event.Key, record []byte) error {
 // The commit runs in its own goroutine bounded by TxnTimeout: a fatal
 // storage error, a timeout, or ctx ending while the commit is in flight
 // marks the store unusable (its outcome is unknown; a retry after reopening
-// is a Duplicate or a Stored) and returns ErrUnavailable promptly. Accept
-// blocks for at most about TxnTimeout per storage call.
-func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out deliverytype.Outcome, err error) {
+// is a Duplicate or a Stored) and returns ErrUnavailable promptly.
+// Accept blocks for at most about TxnTimeout per storage call.
+func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error) {
+	return s.accept(ctx, key, record, false)
+}
+
+// Apply is Accept without waiting for durability: a new record's batch
+// (the record and the updated accounting, synced like Accept's) is
+// applied, which makes it visible and queues it on the write-ahead log,
+// and Apply returns; Durable waits for it. Everything else is Accept's:
+// the same decision in order under the single-writer mutex (the accounting
+// and the quota move at once, so the next transaction is decided on them),
+// the same outcomes, the same bound on each storage call. Pebble then
+// syncs the batches applied while one sync was running with one write and
+// one fdatasync, each still a synced transaction of its own (group commit).
+//
+// A Stored outcome from Apply means that the record will be durable unless
+// a sync fails or the process stops before Durable returns: nothing may
+// rely on it (complete the event on the primary, raise a delivery mark)
+// before Durable returned nil. Its transaction span and its duration and
+// acceptance metrics are recorded when Durable returns, so they cover the
+// transaction until it was durable, as Accept's do. A Duplicate is decided
+// against what was applied, durable or not: it is as durable as the
+// transactions applied before it, which Durable waits for too.
+func (s *Store) Apply(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error) {
+	return s.accept(ctx, key, record, true)
+}
+
+// appliedTxn is a transaction Apply applied whose durability Durable has
+// not awaited yet: its batch, and what its span and metrics still need.
+type appliedTxn struct {
+	b     *pebble.Batch
+	ctx   context.Context
+	span  trace.Span
+	start time.Time
+}
+
+// accept is Accept, or Apply when noWait.
+func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait bool) (out deliverytype.Outcome, err error) {
 	start := s.clock()
+	var applied *pebble.Batch // set when noWait applied a batch: its span ends in Durable
 	// Formatting the event id is wasted on a span that is not sampled:
 	// only a span that records gets the event's attributes. A child of a
 	// sampled span (the worker's claim, at the default sampling of 1)
@@ -61,6 +98,9 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out d
 		span.SetAttributes(eventAttrs()[1:]...)
 	}
 	defer func() {
+		if applied != nil {
+			return // Durable records it (Apply)
+		}
 		result := "stored"
 		switch {
 		case err == nil && out == deliverytype.Duplicate:
@@ -102,7 +142,8 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out d
 		nextCk     checkpoint
 		below      bool // the record sorts before the checkpoint's: it joins the validated prefix
 		outcome    deliverytype.Outcome
-		committing atomic.Bool // read after a timeout: the call may still run
+		batch      *pebble.Batch // applied without waiting for its sync (noWait)
+		committing atomic.Bool   // read after a timeout: the call may still run
 	})
 	// A key beyond the greatest in the store cannot be in it: the lookup
 	// is needed only for a key at or below it (a replay, or an event that
@@ -156,6 +197,16 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out d
 			return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
 		}
 		t.committing.Store(true)
+		if noWait {
+			// The batch stays open until Durable awaited its sync
+			// (Pebble: no Close before SyncWait).
+			if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+				return mapError("applying the archive transaction", err)
+			}
+			t.batch = b
+			t.outcome = deliverytype.Stored
+			return nil
+		}
 		err := b.Commit(pebble.Sync)
 		_ = b.Close() // only after Commit returned: a Goexit leaves the batch to Pebble
 		if err != nil {
@@ -176,6 +227,10 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out d
 		return deliverytype.Duplicate, nil
 	}
 	s.acct = t.next
+	if t.batch != nil {
+		applied = t.batch
+		s.applied = append(s.applied, appliedTxn{b: t.batch, ctx: ctx, span: span, start: start})
+	}
 	if !lookup {
 		s.last = rk
 	}
@@ -189,4 +244,53 @@ func (s *Store) Accept(ctx context.Context, key event.Key, record []byte) (out d
 	}
 	s.mon.committed(s, t.next)
 	return deliverytype.Stored, nil
+}
+
+// Durable waits until every transaction Apply applied is durable, and
+// records their spans and metrics. It returns nil when there is none. A
+// failed or timed-out sync marks the store unusable (ErrUnavailable), as a
+// failed Accept does: the outcome of every transaction applied since the
+// last Durable is then unknown, and its events must be delivered again
+// after the store is reopened (a Duplicate where the record is there, a
+// Stored where it was lost). Like Accept, it blocks for at most about
+// TxnTimeout.
+func (s *Store) Durable(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durableLocked(ctx)
+}
+
+// durableLocked is Durable; the caller holds s.mu.
+func (s *Store) durableLocked(ctx context.Context) error {
+	txns := s.applied
+	if len(txns) == 0 {
+		return nil
+	}
+	s.applied = nil
+	err := s.st.err()
+	if err == nil {
+		// Every batch's sync is awaited, in order: the last one's
+		// covers the ones before it, whose waits then return at once.
+		err = guardedTxn(ctx, s.st, s.timeout, "waiting for the archive transactions to be durable", nil, s.txns, s.txnTimer, func(*txnPhase) error {
+			for _, t := range txns {
+				if err := t.b.SyncWait(); err != nil {
+					return mapError("syncing the archive transactions", err)
+				}
+			}
+			return nil
+		})
+		if err != nil && s.st.err() == nil {
+			s.st.fail(err)
+		}
+	}
+	now := s.clock()
+	for _, t := range txns {
+		if err == nil {
+			_ = t.b.Close()
+			s.accepted.Add(t.ctx, 1, s.resultSets["stored"])
+		}
+		s.txnDur.Record(t.ctx, now.Sub(t.start).Seconds(), s.dbSet)
+		endSpan(t.span, err, attribute.String("riffdb.archive.outcome", deliverytype.Stored.String()))
+	}
+	return err
 }

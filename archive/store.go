@@ -105,6 +105,9 @@ type Store struct {
 	// txnTimer bounds each of Accept's transactions (guardedTxn), reused
 	// from one to the next; made with txns.
 	txnTimer *time.Timer
+	// applied holds the transactions Apply applied since the last
+	// Durable, in order.
+	applied []appliedTxn
 	// ckptMu serializes Checkpoint calls (Close's final one included).
 	ckptMu sync.Mutex
 	// ckptRecords and ckptBytes mirror ckpt.acct for CheckpointDue.
@@ -192,6 +195,11 @@ func (s *Store) Audit() error {
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	// Transactions applied and not yet awaited are awaited first: a
+	// failed sync leaves the store failed, and the floor where it was.
+	if err := s.Durable(context.Background()); err != nil {
+		s.log.Warn("archive transactions not durable at close", zap.Error(err))
 	}
 	// A clean close advances the checkpoint over everything accepted since
 	// the last one (at most about CheckpointRecords while the server calls
