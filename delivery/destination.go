@@ -49,6 +49,9 @@ type Destination struct {
 	// from a directory moved away would make the archive at the path look
 	// as if it lost records.
 	unconfirmedRecords int64
+	// undurable is why acceptances applied by a store that was closed
+	// since (drop) are not known durable: the next Confirm returns it.
+	undurable error
 
 	// scrubRate is the background scrub's pages per second (0: no scrub).
 	scrubRate int
@@ -68,7 +71,6 @@ type Destination struct {
 var (
 	_ outbox.Destination = (*Destination)(nil)
 	_ outbox.Watched     = (*Destination)(nil)
-	_ outbox.Confirmer   = (*Destination)(nil)
 )
 
 // Connect returns the worker's source and destination for the primary db
@@ -173,18 +175,35 @@ func (d *Destination) stillThere(info os.FileInfo) error {
 	return nil
 }
 
-// Confirm implements outbox.Confirmer: the acceptances since the last
-// Confirm are trusted only if the store directory that took them is still
-// the one at the archive's path now, after all of them became durable. The
+// Confirm implements outbox.Destination: it waits until the transactions
+// applied since the last Confirm are durable (archive.Store.Durable; a
+// store closed since, drop, awaited them as it closed), and they are then
+// trusted only if the store directory that took them is still the one at
+// the archive's path now. The
 // worker calls it once per completion group (up to outbox.MaxGroup
 // acceptances) instead of after each acceptance: its lstat walks the whole
 // path, and was the largest single item of the worker's CPU per event with
 // four databases (docs/benchmarks.md).
-func (d *Destination) Confirm(context.Context) error {
+func (d *Destination) Confirm(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	info, mixed, n := d.unconfirmed, d.mixed, d.unconfirmedRecords
 	d.unconfirmed, d.mixed, d.unconfirmedRecords = nil, false, 0
+	if err := d.undurable; err != nil {
+		// The store that applied them was closed before they were
+		// known durable.
+		d.undurable = nil
+		return err
+	}
+	if d.store != nil {
+		if err := d.store.Durable(ctx); err != nil {
+			return d.after(err)
+		}
+	}
+	if d.opts.FS != nil {
+		d.raiseSeen(n)
+		return nil
+	}
 	if info == nil {
 		return nil
 	}
@@ -205,6 +224,12 @@ func (d *Destination) Confirm(context.Context) error {
 func (d *Destination) drop() {
 	d.stopBackground()
 	if d.store != nil {
+		// Acceptances applied and not yet confirmed: unless they are
+		// durable now, the next Confirm must fail, so that their events
+		// are delivered again.
+		if err := d.store.Durable(context.Background()); err != nil && d.undurable == nil {
+			d.undurable = d.mark(err, false)
+		}
 		_ = d.store.Close()
 		d.store = nil
 	}
@@ -270,20 +295,20 @@ func (d *Destination) Accept(ctx context.Context, key event.Key, record []byte) 
 		archive.RecordFailedTxn(ctx, d.opts.TracerProvider, d.opts.Alias, key, record, err)
 		return 0, err
 	}
-	o, err := s.Accept(ctx, key, record)
+	// Applied, not awaited: Confirm waits for it to be durable, with the
+	// rest of the group (archive.Store.Apply), before the worker completes
+	// anything.
+	o, err := s.Apply(ctx, key, record)
 	if err != nil {
 		return 0, d.after(err)
 	}
-	if d.opts.FS != nil {
-		// A test's filesystem: no directory identity to confirm.
-		d.seen(s)
-	} else { // to be confirmed (Confirm)
+	d.unconfirmedRecords = max(d.unconfirmedRecords, s.Records())
+	if d.opts.FS == nil { // a test's filesystem has no directory identity to confirm
 		if d.unconfirmed == nil {
 			d.unconfirmed = d.storeInfo
 		} else if !os.SameFile(d.unconfirmed, d.storeInfo) {
 			d.mixed = true
 		}
-		d.unconfirmedRecords = max(d.unconfirmedRecords, s.Records())
 	}
 	return o, nil
 }

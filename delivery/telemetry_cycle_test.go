@@ -151,7 +151,11 @@ func TestTelemetryOfOneDeliveryCycle(t *testing.T) {
 			ok++
 		}
 	}
-	if failed != 1 || ok != 2 {
+	// The first member's transaction is applied and fails when its sync
+	// does (archive.Store.Durable); the second fails when it is applied if
+	// the log writer met the error by then, and is not attempted
+	// otherwise (the store was dropped: it is retried with the first).
+	if failed < 1 || failed > 2 || ok != 2 {
 		t.Fatalf("archive txn spans: %d failed, %d ok", failed, ok)
 	}
 	if len(byName["riffdb.archive.quota.check"]) < 2 {
@@ -226,11 +230,14 @@ func TestTelemetryOfOneDeliveryCycle(t *testing.T) {
 		"riffdb.outbox.completion.flush.duration":   1,
 		"riffdb.outbox.completion.flush.batch.size": 1,
 		"riffdb.outbox.delivery.lag":                2,
-		"riffdb.archive.txn.duration":               3,
 	} {
 		if n := histCount(name); n != want {
 			t.Errorf("%s: %d observations, want %d", name, n, want)
 		}
+	}
+	// One duration per archive transaction attempted (see the spans).
+	if n := histCount("riffdb.archive.txn.duration"); n != uint64(len(txns)) {
+		t.Errorf("riffdb.archive.txn.duration: %d observations, want %d", n, len(txns))
 	}
 	if n := sum("riffdb.outbox.retries", nil); n != 2 {
 		t.Errorf("retries %d", n)

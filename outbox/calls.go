@@ -68,12 +68,21 @@ func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (
 // acceptance context (acceptContext: the delivery timeout, and not the
 // pass's cancellation). The archive records its own riffdb.archive.txn span
 // as a child.
-func (w *Worker) accept(ctx context.Context, key event.Key, record []byte, m primary.Intent) (deliverytype.Outcome, error) {
+func (w *Worker) accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error) {
 	outcome, err := w.dst.Accept(ctx, key, record)
-	if err == nil && !m.CommittedAt.IsZero() {
-		w.inst.lag.Record(ctx, w.clock.Now().Sub(m.CommittedAt).Seconds(), w.inst.dbSet)
-	}
 	return outcome, marked(err)
+}
+
+// archived records the delivery lag of the members of a confirmed group:
+// from each one's commit until now, when its acceptance is known durable,
+// under its run's context (ctxs[i]: the claim span, for the exemplars).
+func (w *Worker) archived(ctxs []context.Context, group []primary.Intent) {
+	now := w.clock.Now()
+	for i, m := range group {
+		if !m.CommittedAt.IsZero() {
+			w.inst.lag.Record(ctxs[i], now.Sub(m.CommittedAt).Seconds(), w.inst.dbSet)
+		}
+	}
 }
 
 func (w *Worker) complete(ctx context.Context, group []primary.Intent, reason string) error {

@@ -158,6 +158,10 @@ func (m *walModel) Fit(ctx context.Context, keys []event.Key, records [][]byte) 
 	return n, err
 }
 
+// Confirm is the archive's: its acceptances are durable once Accept
+// returned.
+func (m *walModel) Confirm(ctx context.Context) error { return m.dst.Confirm(ctx) }
+
 func (m *walModel) Accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error) {
 	// Each claim is applied before the next acceptance (the earliest a
 	// claim made ahead can be); with a quick fsync it also returns before

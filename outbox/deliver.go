@@ -61,7 +61,7 @@ func (p *pass) deliver(runCtx context.Context, claimed []primary.Intent, keys []
 			}
 			p.res.Renewed++
 		}
-		outcome, err := p.w.accept(acc.get(), keys[k], records[k], m)
+		outcome, err := p.w.accept(acc.get(), keys[k], records[k])
 		if err != nil {
 			if ferr := p.flush(flushFailure); ferr != nil {
 				return ferr
@@ -84,6 +84,7 @@ func (p *pass) deliver(runCtx context.Context, claimed []primary.Intent, keys []
 		}
 		p.delivering()
 		p.group = append(p.group, m)
+		p.groupCtx = append(p.groupCtx, runCtx)
 		if len(p.group) == MaxGroup {
 			if err := p.flush(flushBound); err != nil {
 				return err

@@ -34,9 +34,10 @@
 // outage met by a run's first member claims nothing more.
 // Accepted members are completed up to 16 per primary transaction, flushed at
 // the bound, at page end, or before ordinary failure handling. Nothing waits to
-// fill a group. A destination that must confirm its acceptances (Confirmer:
-// the archive checks that its store directory is still the one that took
-// them) is asked once per group, before the group is completed; a group it
+// fill a group. The destination confirms its acceptances once per group,
+// before the group is completed (Destination.Confirm: the archive waits for
+// their transactions to be durable and checks that its store directory is
+// still the one that took them); a group it
 // cannot confirm is not completed, and its members are retried. A completion is applied without its own fsync: the next claim
 // (or retry, dead letter, command commit) is synced through the same
 // write-ahead log and makes it durable, and a pass that completed anything

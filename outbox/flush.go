@@ -32,11 +32,12 @@ func (p *pass) flush(reason string) error {
 	if len(p.group) == 0 {
 		return nil
 	}
-	group := p.group
-	p.group = nil
+	group, ctxs := p.group, p.groupCtx
+	p.group, p.groupCtx = nil, nil
 	if confirmed, err := p.confirm(group); err != nil || !confirmed {
 		return err
 	}
+	p.w.archived(ctxs, group)
 	p.unsynced = true
 	p.flushing = p.w.startFlush(context.WithoutCancel(p.ctx), group, reason)
 	if reason == flushFailure {
@@ -72,18 +73,14 @@ func (f *completionFlush) wait() (int, error) {
 	return f.n, nil
 }
 
-// confirm asks a Confirmer destination to confirm the group's acceptances
-// before they are completed. If it cannot, nothing of the group is
+// confirm asks the destination to confirm the group's acceptances (they are
+// durable, in the store that took them) before they are completed. If it cannot, nothing of the group is
 // completed: the pass halts on the failure and each member is retried (or
 // dead-lettered once it has used every attempt), so that it is delivered
 // again, as a Duplicate where its record did reach the archive. Every caller
 // of flush that goes on after it checks p.halted.
 func (p *pass) confirm(group []primary.Intent) (confirmed bool, err error) {
-	c, ok := p.w.dst.(Confirmer)
-	if !ok {
-		return true, nil
-	}
-	cerr := c.Confirm(context.WithoutCancel(p.ctx))
+	cerr := p.w.dst.Confirm(context.WithoutCancel(p.ctx))
 	if cerr == nil {
 		return true, nil
 	}

@@ -82,12 +82,15 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 // unusable; finishing it is bounded by the delivery timeout (Accept) or the
 // archive's own call timeout (Probe, Fit).
 type pass struct {
-	w       *Worker
-	ctx     context.Context
-	res     PassResult
-	group   []primary.Intent // accepted, awaiting completion
-	nextDue time.Time
-	halted  bool
+	w     *Worker
+	ctx   context.Context
+	res   PassResult
+	group []primary.Intent // accepted, awaiting completion
+	// groupCtx holds the run context (its claim span) of each member of
+	// group, for the delivery lag's exemplars.
+	groupCtx []context.Context
+	nextDue  time.Time
+	halted   bool
 	// accepted is set at the pass's first acceptance (see delivering).
 	accepted bool
 	// unsynced is set once a completion was applied; RunOnce syncs the

@@ -67,25 +67,25 @@ type Destination interface {
 	// Fit reports how many leading members fit the quota together. It
 	// writes nothing. Members already archived with equal bytes charge 0.
 	Fit(ctx context.Context, keys []event.Key, records [][]byte) (int, error)
-	// Accept stores the exact record and its quota charge in one durable
+	// Accept stores the exact record and its quota charge in one synced
 	// transaction (deliverytype.Stored), or reports deliverytype.Duplicate,
-	// or fails with an error of class deliverytype.Conflict.
+	// or fails with an error of class deliverytype.Conflict. It may return
+	// before the transaction is durable: Confirm makes it durable, or fails.
 	Accept(ctx context.Context, key event.Key, record []byte) (deliverytype.Outcome, error)
-}
-
-// Confirmer is implemented by a Destination whose acceptances are trusted
-// only once confirmed after they became durable: the archive checks that its
-// store directory is still the one it wrote into, since a store whose
-// directory was removed or replaced keeps accepting writes into unlinked
-// files. The worker confirms each group of accepted members once, before
-// completing it, instead of once per acceptance. A group that is not
-// confirmed is not completed: the pass halts on the failure and each of its
-// members is retried (its attempt counted), as a member whose acceptance
-// failed is.
-type Confirmer interface {
 	// Confirm reports whether every acceptance since the previous Confirm
-	// is in the destination; its error is of class deliverytype.Unavailable
-	// or deliverytype.Refused.
+	// is durable in the destination; its error is of class
+	// deliverytype.Unavailable or deliverytype.Refused. The worker calls it
+	// once per group of accepted members, before completing them, and
+	// completes nothing it did not confirm: a group that is not confirmed
+	// is not completed, the pass halts on the failure and each of its
+	// members is retried (its attempt counted), as a member whose
+	// acceptance failed is. The archive waits there for the transactions
+	// it applied since the last Confirm (it does not wait in Accept, so
+	// that one sync covers several of them), then checks that its store
+	// directory is still the one it wrote into, since a store whose
+	// directory was removed or replaced keeps accepting writes into
+	// unlinked files. It is part of the interface, not an option that a
+	// wrapper could hide: an acceptance is not durable without it.
 	Confirm(ctx context.Context) error
 }
 

@@ -128,6 +128,10 @@ func (a *memArchive) Accept(ctx context.Context, key event.Key, record []byte) (
 	return deliverytype.Stored, nil
 }
 
+// Confirm accepts every group: the records are durable once Accept
+// returned.
+func (a *memArchive) Confirm(context.Context) error { return nil }
+
 func (a *memArchive) len() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
