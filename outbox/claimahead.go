@@ -44,10 +44,11 @@ type claimAhead struct {
 // records) under a lease until lease.
 func (w *Worker) startClaimAhead(ctx context.Context, run []primary.Intent, keys []event.Key, records [][]byte, lease time.Time) *claimAhead {
 	c := &claimAhead{run: run, keys: keys, records: records, done: make(chan claimResult, 1)}
-	go func() {
+	w.helpers.Go(func() error {
 		ctx, claimed, err := w.claim(ctx, c.run, lease)
 		c.done <- claimResult{ctx: ctx, claimed: claimed, err: err}
-	}()
+		return nil
+	})
 	return c
 }
 

@@ -61,7 +61,10 @@ func (w *Worker) startFlush(ctx context.Context, group []primary.Intent, reason 
 		f.done <- w.complete(ctx, group, reason)
 		return f
 	}
-	go func() { f.done <- w.complete(ctx, group, reason) }()
+	w.helpers.Go(func() error {
+		f.done <- w.complete(ctx, group, reason)
+		return nil
+	})
 	return f
 }
 

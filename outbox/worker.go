@@ -15,6 +15,7 @@ import (
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/internal/process/clock"
+	"github.com/riffdb/riffdb/internal/store/goexit"
 	"github.com/riffdb/riffdb/internal/testsupport/testsignal"
 	"github.com/riffdb/riffdb/primary"
 )
@@ -145,6 +146,11 @@ type Worker struct {
 	// and a line per probe (86,400 a day per database) would bury the rest
 	// of the log. Cleared once delivery works again.
 	halts *ratelog.Logger
+	// helpers runs the claims made ahead and the completion flushes on
+	// kept goroutines (goexit.Runner): a new goroutine per run grows its
+	// stack through Pebble's iterators and the span machinery every time
+	// (docs/benchmarks.md).
+	helpers *goexit.Runner
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -183,7 +189,8 @@ func New(opts Options) (*Worker, error) {
 		opts.Logger = zap.NewNop()
 	}
 	w := &Worker{opts: opts, src: opts.Source, dst: opts.Destination, clock: opts.Clock,
-		log: opts.Logger.With(zap.String("database", opts.Alias)), wake: make(chan struct{}, 1)}
+		log: opts.Logger.With(zap.String("database", opts.Alias)), wake: make(chan struct{}, 1),
+		helpers: goexit.NewRunner()}
 	w.halts = ratelog.New(w.log, opts.Clock, "outbox delivery halted", ratelog.Options{})
 	w.health.h = Health{State: StateDegraded, Reason: deliverytype.ReasonStarting, Since: opts.Clock.Now()}
 	inst, err := newInstruments(opts, w.Health)
@@ -240,8 +247,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// Close unregisters the worker's observable instruments. Call after Stop.
-func (w *Worker) Close() error { return w.inst.close() }
+// Close unregisters the worker's observable instruments and ends its idle
+// helper goroutines. Call after Stop.
+func (w *Worker) Close() error {
+	w.helpers.Close()
+	return w.inst.close()
+}
 
 func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)

@@ -20,6 +20,7 @@ import (
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/internal/hygiene/pathless"
 	"github.com/riffdb/riffdb/internal/store/dirlock"
+	"github.com/riffdb/riffdb/internal/store/goexit"
 	"github.com/riffdb/riffdb/internal/store/stall"
 	"github.com/riffdb/riffdb/internal/store/walfill"
 	"github.com/riffdb/riffdb/primary/contract"
@@ -99,6 +100,12 @@ type DB struct {
 	clock func() time.Time
 	store *pebble.DB
 	lock  *pebble.Lock // the directory lock, taken before the store is opened
+	// guards runs guard's calls on kept goroutines (goexit.Runner): a
+	// write on a new goroutine grows its stack several times over, which
+	// was about 4 % of a drain's CPU (claims and completions,
+	// docs/benchmarks.md). Nil (a throwaway DB of decide): one goroutine
+	// per call.
+	guards *goexit.Runner
 	// stalls records the store's write stalls (Options.WriteStalls).
 	stalls *stall.Tracker
 	// fresh is set when Open found a directory that provably never held a
@@ -205,6 +212,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		clock:  opts.Clock.Now,
 		failCh: make(chan struct{}),
 		ready:  make(chan struct{}),
+		guards: goexit.NewRunner(),
 	}
 	db.frontier.init()
 	tel, err := newTelemetry(opts.TracerProvider, opts.MeterProvider, opts.Alias)
@@ -419,6 +427,7 @@ func (db *DB) Close() error {
 	db.life.Unlock()
 	db.ops.Wait()
 	db.stopCommitter()
+	defer db.closeGuards()
 	err := db.store.Close()
 	if err == nil && !db.failed.Load() {
 		// After a failure the marker keeps its older, still true, floor.
@@ -436,6 +445,7 @@ func (db *DB) Close() error {
 // closeStore closes the Pebble store, then releases the directory lock that
 // Open took before it.
 func (db *DB) closeStore() error {
+	defer db.closeGuards()
 	err := db.store.Close()
 	return errors.Join(err, db.lock.Close())
 }

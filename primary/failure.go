@@ -47,7 +47,11 @@ func (db *DB) Err() error {
 // stops with an error, not a stack trace. Write errors that fn returns must
 // go through writeFailed.
 func (db *DB) guard(fn func() error) error {
-	o := goexit.Run(fn)
+	run := goexit.Go
+	if db.guards != nil {
+		run = db.guards.Go
+	}
+	o := <-run(fn)
 	if o.Returned {
 		return o.Err
 	}
@@ -59,6 +63,14 @@ func (db *DB) guard(fn func() error) error {
 	}
 	db.fail(errors.New("store write ended without returning"))
 	return ErrFailed
+}
+
+// closeGuards ends guard's idle goroutines (a later call runs on one of its
+// own).
+func (db *DB) closeGuards() {
+	if db.guards != nil {
+		db.guards.Close()
+	}
 }
 
 // writeFailed fails the store after a write (apply or sync) error: a write
