@@ -251,7 +251,7 @@ type relCampaign struct {
 	startupWindow   time.Duration   // the longest delay of a startup kill
 	startupBefore   int             // startup kills that landed before the ready line
 	validating      int             // validation kills that landed while health was still "starting"
-	deliveryBacklog int             // delivery kills with deliveries observed pending
+	deliveryBacklog int             // delivery kills that landed while a backlog drained
 	restarts        int
 	verifications   int
 	replaysChecked  int
@@ -349,19 +349,30 @@ func TestReliability(t *testing.T) {
 			time.Sleep(time.Duration(50+rng.IntN(700)) * time.Millisecond)
 			p.kill()
 		case "delivery":
-			// A burst outpaces delivery; then the load pauses and the
-			// kill lands while the worker drains the backlog.
+			// Delivery keeps up with the load (its archive transactions
+			// share fsyncs), so the backlog is made: the archive is moved
+			// away while a burst commits, then put back, and the kill
+			// lands while the worker (probing once a second) drains it.
+			away := e.outbox + ".away"
+			must(t, os.Rename(e.outbox, away))
 			p := cam.start(e)
 			l.setProc(p)
 			time.Sleep(time.Duration(50+rng.IntN(150)) * time.Millisecond)
 			l.pause(time.Minute)
-			d := p.stats(token).Databases[0]
-			if d.PendingOutboxDeliveries != nil && *d.PendingOutboxDeliveries > 0 {
-				n := *d.PendingOutboxDeliveries
-				cam.deliveryBacklog++
-				cam.maxPending = max(cam.maxPending, n)
-				// Delivery takes a few hundred microseconds an event.
-				time.Sleep(time.Duration(rng.Int64N(int64(n)*int64(200*time.Microsecond) + 1)))
+			must(t, os.Rename(away, e.outbox))
+			if n0 := pendingOf(p, token); n0 > 0 {
+				// Wait for the drain to start, then kill at a random
+				// moment of it (some tens of microseconds an event).
+				n := n0
+				for deadline := time.Now().Add(5 * time.Second); n == n0 && time.Now().Before(deadline); {
+					time.Sleep(500 * time.Microsecond)
+					n = pendingOf(p, token)
+				}
+				if n < n0 {
+					cam.deliveryBacklog++
+					cam.maxPending = max(cam.maxPending, n0)
+				}
+				time.Sleep(time.Duration(rng.Int64N(int64(n)*int64(60*time.Microsecond) + 1)))
 			}
 			p.kill()
 		}
@@ -457,6 +468,15 @@ func (cam *relCampaign) start(e *env) *proc {
 	p := e.start()
 	cam.readyTimes = append(cam.readyTimes, time.Since(began))
 	return p
+}
+
+// pendingOf returns the server's pending outbox deliveries (0 when the
+// count is unavailable).
+func pendingOf(p *proc, token string) uint64 {
+	if n := p.stats(token).Databases[0].PendingOutboxDeliveries; n != nil {
+		return *n
+	}
+	return 0
 }
 
 // readyTime is the median time the recent starts took to be ready.
@@ -617,7 +637,7 @@ func (cam *relCampaign) report(t *testing.T, seed uint64, kills, commands, ships
 		case "validation":
 			extra = fmt.Sprintf(" (%d while outbox health was still \"starting\": archive open and startup validation not finished)", cam.validating)
 		case "delivery":
-			extra = fmt.Sprintf(" (%d with deliveries seen pending, up to %d)", cam.deliveryBacklog, cam.maxPending)
+			extra = fmt.Sprintf(" (%d killed while draining a backlog, the archive moved away during the burst; backlogs up to %d)", cam.deliveryBacklog, cam.maxPending)
 		}
 		fmt.Fprintf(&b, "| — during %s | %d%s |\n", k, cam.kills[k], extra)
 	}
