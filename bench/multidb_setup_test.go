@@ -48,6 +48,11 @@ func newMultiInstall(tb testing.TB, n int) *multiInstall {
 	cfg := *base.cfg
 	in := &multiInstall{root: base.root, cfg: &cfg, token: base.token}
 	cfg.Databases = nil
+	// Every client of the command load runs from one address: at 32
+	// databases its commandClients × n connections (and the stats poller)
+	// pass the default per-peer cap (a sixteenth of the API's, 256 here),
+	// and the server closes the extra ones (EOF).
+	cfg.Server.MaxConnectionsPerPeer = max(cfg.Server.MaxConnectionsPerPeer, commandClients*n+32)
 	for i := range n {
 		alias := fmt.Sprintf("db%02d", i)
 		out := filepath.Join(in.root, "outbox-"+alias)
