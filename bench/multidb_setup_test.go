@@ -40,11 +40,11 @@ type multiInstall struct {
 }
 
 // newMultiInstall prepares an installation of n databases, db00 to
-// db<n-1>, at the default trace sample ratio and memory budget, with the
+// db<n-1>, at the trace sample ratio traceRatio says and the default memory budget, with the
 // scrub at scrubRate.
 func newMultiInstall(tb testing.TB, n int) *multiInstall {
 	tb.Helper()
-	base := newInstall(tb, 1, "")
+	base := newInstall(tb, traceRatio(tb), "")
 	cfg := *base.cfg
 	in := &multiInstall{root: base.root, cfg: &cfg, token: base.token}
 	cfg.Databases = nil
@@ -458,6 +458,21 @@ func goPeak() (stop func() (mappedPeak, heapPeak uint64)) {
 // scrubRate is the background scrub's rate of the multi-database
 // installations: config.DefaultScrubPagesPerSecond, or the value of
 // RIFFDB_BENCH_SCRUB_RATE (0 turns the scrub off, to measure what it costs).
+// traceRatio is the trace sample ratio of BenchmarkMultiDB's server: 1 (the
+// default configuration's), or RIFFDB_BENCH_TRACE_RATIO, to measure what
+// tracing costs.
+func traceRatio(tb testing.TB) float64 {
+	v := os.Getenv("RIFFDB_BENCH_TRACE_RATIO")
+	if v == "" {
+		return 1
+	}
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || r < 0 || r > 1 {
+		tb.Fatalf("RIFFDB_BENCH_TRACE_RATIO=%q: want a ratio from 0 to 1", v)
+	}
+	return r
+}
+
 func scrubRate(tb testing.TB) int {
 	v := os.Getenv("RIFFDB_BENCH_SCRUB_RATE")
 	if v == "" {
