@@ -147,6 +147,7 @@ func benchMultiDB(b *testing.B, n int) {
 		ops, el = rawWriters(b, in.root, n, rawSlice)
 		rawOps, rawTime = rawOps+ops, rawTime+el
 		commitCPU.start(b)
+		stopCommitProfile := cpuProfile(b, "RIFFDB_COMMIT_PROFILE", fmt.Sprintf("commit-n%d.pprof", n))
 		start = time.Now()
 		ops, err := in.commandLoad(s, commandClients, 0, commitSlice)
 		if err != nil {
@@ -154,6 +155,7 @@ func benchMultiDB(b *testing.B, n int) {
 		}
 		commits += ops
 		commitTime += time.Since(start)
+		stopCommitProfile()
 		commitCPU.stop(b)
 		if err := waitAllDelivered(s, in.token, 2*pollEvery, 5*time.Minute); err != nil {
 			b.Fatal(err)
@@ -381,6 +383,10 @@ func waitArchivesOpen(in *multiInstall, deadline time.Duration) error {
 // benchmark (-test.cpuprofile) mixes in the preload, the raw writers and
 // the commit load. It writes drain-n<N>.pprof there (the last iteration's)
 // and returns the function that stops it.
+//
+// RIFFDB_COMMIT_PROFILE likewise names a directory for a CPU profile of the
+// command load alone (commit-n<N>.pprof; the server and the load generator
+// share the process, their stacks tell them apart).
 //
 // RIFFDB_DRAIN_TRACE likewise names a directory for an execution trace of
 // the drain (drain-n<N>.trace): where each worker's wall time goes, on the
