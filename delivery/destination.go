@@ -179,11 +179,10 @@ func (d *Destination) stillThere(info os.FileInfo) error {
 // applied since the last Confirm are durable (archive.Store.Durable; a
 // store closed since, drop, awaited them as it closed), and they are then
 // trusted only if the store directory that took them is still the one at
-// the archive's path now. The
-// worker calls it once per completion group (up to outbox.MaxGroup
-// acceptances) instead of after each acceptance: its lstat walks the whole
-// path, and was the largest single item of the worker's CPU per event with
-// four databases (docs/benchmarks.md).
+// the archive's path now. The worker calls it once per completion group
+// (up to outbox.MaxGroup acceptances) instead of after each acceptance: its
+// lstat walks the whole path, and was the largest single item of the
+// worker's CPU per event with four databases (docs/benchmarks.md).
 func (d *Destination) Confirm(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
