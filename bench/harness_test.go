@@ -119,13 +119,14 @@ func TestHarnessDrainsPreloadedEvents(t *testing.T) {
 	if enc := st.Databases[0].Outbox.ArchiveEncodedBytes; enc == nil || *enc == 0 {
 		t.Fatalf("archive encoded bytes = %v after delivery", enc)
 	}
-	// BenchmarkDeadLetters' sync counters: one archive sync per delivered
-	// event at least, and time spent in them.
+	// BenchmarkDeadLetters' sync counters: syncs counted, and time spent
+	// in them. Not one per event: the worker's archive transactions share
+	// fsyncs (CONTRIBUTING, "applied in order and confirmed per group").
 	syncs, err := archiveSyncs(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if syncs.n < preloaded+10 || syncs.seconds <= 0 || syncs.mean() <= 0 {
+	if syncs.n == 0 || syncs.n > preloaded+10+16 || syncs.seconds <= 0 || syncs.mean() <= 0 {
 		t.Fatalf("archive WAL syncs %+v after delivering %d events", syncs, preloaded+10)
 	}
 }

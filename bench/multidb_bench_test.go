@@ -331,7 +331,9 @@ func TestMultiDBHarness(t *testing.T) {
 	if err := waitAllDelivered(s, in.token, pollEvery, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if syncs := walSyncs(t, s); syncs[0] == 0 || syncs[1] < 2*(eventsPerBulk+3) {
+	// Both stores' syncs counted; the archives' are fewer than their
+	// events (their transactions share fsyncs), at least one each.
+	if syncs := walSyncs(t, s); syncs[0] == 0 || syncs[1] < 2 {
 		t.Fatalf("WAL syncs %v after delivering %d events to each of two archives", syncs, eventsPerBulk+3)
 	}
 	n, err := in.commandLoad(s, 2, 100, 200*time.Millisecond)
