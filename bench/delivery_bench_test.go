@@ -3,6 +3,8 @@ package bench_test
 import (
 	"context"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -122,6 +124,9 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 		rate = drain / 2
+		if v, err := strconv.ParseFloat(os.Getenv("RIFFDB_BENCH_LATENCY_RATE"), 64); err == nil && v > 0 {
+			rate = v // a fixed offered rate, to compare builds whose drain rates differ
+		}
 		n := int(rate * 5)
 		if err := openLoop(s, in.token, rate, n); err != nil {
 			b.Fatal(err)
