@@ -54,7 +54,10 @@ import (
 //     writing first (the primary served; the archive logged "archive
 //     opened for writing") and stopped only when a later read reached the
 //     damage (the scrub, a table read) was live and wrote legitimately
-//     since; for it, the damaged file must be as the damage left it.
+//     since; for it, the damaged file must be as the damage left it. Such
+//     an archive case is run again with full_validation_interval due
+//     (dmRun): that start must refuse the archive before opening it for
+//     writing, with every file of the store as the damage left it.
 //   - VIOLATION: anything else, notably a new database_id or an empty
 //     history, a rolled-back history reported healthy, a lost command, a
 //     token no longer accepted, a server that serves and then dies (except
@@ -287,9 +290,14 @@ type dmResult struct {
 	// how the damage left it ("" when none refused); afterOpen, that it
 	// refused only after it was accepted and opened for writing, so only
 	// the damaged file was compared.
-	compared   string
-	afterOpen  bool
-	violations []string
+	compared  string
+	afterOpen bool
+	// fullValidation is the server's outcome when the case was run again
+	// with dmFullValidation (dmRun); wholeAfterOpen, that this run refused
+	// the archive before opening it and left every file of it as found.
+	fullValidation string
+	wholeAfterOpen bool
+	violations     []string
 }
 
 // dmStoreDirs are the directories of each store, relative to the
@@ -572,6 +580,21 @@ func dmRelocate(src string) (string, error) {
 		return root, err
 	}
 	return root, os.WriteFile(cfgPath, bytes.ReplaceAll(b, []byte(src), []byte(root)), 0o600)
+}
+
+// dmConfigure adds extra to the [maintenance.outbox] section of the
+// relocated installation's configuration.
+func dmConfigure(root, extra string) error {
+	const header = "[maintenance.outbox]\n"
+	cfgPath := filepath.Join(root, "riffdb.toml")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return err
+	}
+	if bytes.Count(b, []byte(header)) != 1 {
+		return fmt.Errorf("the configuration has no single %q section", strings.TrimSpace(header))
+	}
+	return os.WriteFile(cfgPath, bytes.Replace(b, []byte(header), []byte(header+extra), 1), 0o600)
 }
 
 var (
@@ -1021,8 +1044,45 @@ func dmTail(s string) string {
 	return strings.Join(lines[max(0, len(lines)-3):], "\n")
 }
 
+// dmFullValidation is the configuration line that makes every start
+// validate every record of the archive (a last full validation is always
+// older than a millisecond): an operator's way to have each start decide on
+// the whole archive, not on the records beyond its checkpoint.
+const dmFullValidation = "full_validation_interval = \"1ms\"\n"
+
 // dmRun runs one case on a fresh copy of the installation.
+//
+// An archive that the default configuration accepts at the start and that
+// stops delivery only when the scrub later reaches the damage (a flipped
+// byte in an old table, inside the validated prefix the start trusts for
+// full_validation_interval) was opened for writing and written to by then.
+// Such a case is run once more on a fresh copy with dmFullValidation: that
+// start must refuse the archive on its read-only view, before opening it
+// for writing, and leave every file of it exactly as the damage left it.
 func dmRun(t *testing.T, inst *dmInstallation, c dmCase) dmResult {
+	r := dmAttempt(inst, c, "")
+	if !r.afterOpen || r.compared != "archive" || len(r.violations) > 0 {
+		return r
+	}
+	full := dmAttempt(inst, c, dmFullValidation)
+	r.fullValidation = "with full validation due: " + full.server
+	switch {
+	case len(full.violations) > 0:
+		r.violations = full.violations
+	case full.compared != "archive" || full.afterOpen:
+		r.violations = []string{"with full validation due, the start did not refuse the archive before opening it for writing: " + full.server}
+	default:
+		r.wholeAfterOpen = true
+	}
+	if len(r.violations) > 0 {
+		r.verdict = "VIOLATION"
+	}
+	return r
+}
+
+// dmAttempt runs one case on a fresh copy of the installation, with extra
+// appended to its [maintenance.outbox] section.
+func dmAttempt(inst *dmInstallation, c dmCase, extra string) dmResult {
 	r := dmResult{dmCase: c}
 	if c.na != "" {
 		r.inspect, r.server, r.verdict = "-", "-", "n/a: "+c.na
@@ -1031,6 +1091,9 @@ func dmRun(t *testing.T, inst *dmInstallation, c dmCase) dmResult {
 	root, err := dmRelocate(inst.root)
 	if root != "" {
 		defer os.RemoveAll(root)
+	}
+	if err == nil && extra != "" {
+		err = dmConfigure(root, extra)
 	}
 	if err == nil {
 		err = c.apply(root)
@@ -1121,8 +1184,12 @@ func dmTable(results []dmResult) string {
 		if len(r.violations) > 0 {
 			verdict = "**" + verdict + "**: " + strings.Join(r.violations, "; ")
 		}
+		server := r.server
+		if r.fullValidation != "" {
+			server += "; " + r.fullValidation
+		}
 		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s | %s | %s |\n", r.store, cell(r.kind), r.file, cell(damage),
-			cell(r.inspect), cell(r.server), cell(verdict))
+			cell(r.inspect), cell(server), cell(verdict))
 	}
 	return b.String()
 }
@@ -1158,10 +1225,13 @@ func TestDamageMatrix(t *testing.T) {
 	t.Logf("damage matrix (%v):\n%s", time.Since(began).Round(time.Millisecond), table)
 	counts := map[string]int{}
 	var bad []string
-	var compared, changed, afterOpen int
+	var compared, changed, afterOpen, whole int
 	for _, r := range results {
 		if r.afterOpen {
 			afterOpen++
+		}
+		if r.wholeAfterOpen {
+			whole++
 		}
 		if r.compared != "" {
 			compared++
@@ -1182,8 +1252,10 @@ func TestDamageMatrix(t *testing.T) {
 		counts["intact"], counts["refused"], counts["n/a"], counts["VIOLATION"])
 	summary += fmt.Sprintf(" Every store that refused was compared file by file with how the damage left it "+
 		"(names, sizes, modes, contents): %d compared, %d changed; of those, %d refused only after the store was "+
-		"accepted and opened for writing (damage found later by a read that reached it), for which the damaged file was compared.",
-		compared, changed, afterOpen)
+		"accepted and opened for writing (damage found later by a read that reached it), for which the damaged file was compared; "+
+		"%d of those were run again with full validation due (%s) and refused before the store was opened for writing, "+
+		"with the whole store as found.",
+		compared, changed, afterOpen, whole, strings.TrimSpace(dmFullValidation))
 	t.Log(summary)
 	if path := os.Getenv("RIFFDB_DAMAGE_REPORT"); path != "" {
 		must(t, os.WriteFile(path, []byte(table+"\n"+summary+"\n"), 0o644))
