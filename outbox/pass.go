@@ -121,7 +121,12 @@ func (p *pass) run() error {
 		}
 	}
 	// Skip the leading dead letters: a large dead-letter population must
-	// not be rescanned by every pass.
+	// not be rescanned by every pass; unless a redrive revived some since
+	// they were seen (read before the scan, so a redrive during it is
+	// seen by the next pass).
+	if r := w.src.Revivals(); r != w.deadEndRevivals {
+		w.deadEnd, w.deadEndRevivals = nil, r
+	}
 	after := w.deadEnd
 	leading := true // every intent scanned so far is a dead letter
 	for {

@@ -56,6 +56,10 @@ type Source interface {
 	Sync(ctx context.Context) error
 	Retry(ctx context.Context, in primary.Intent, at time.Time) (primary.Intent, error)
 	DeadLetter(ctx context.Context, in primary.Intent, reason string) (primary.Intent, error)
+	// Revivals changes whenever an operator's redrive returned dead
+	// letters to pending (primary.DB.Redrive); the worker then scans the
+	// leading dead letters again.
+	Revivals() uint64
 }
 
 // Destination is what the worker needs from the archive. Every error it
@@ -158,13 +162,16 @@ type Worker struct {
 	passMu sync.Mutex // one pass at a time
 	// deadEnd, under passMu, is the last intent of the leading run of dead
 	// letters the passes have seen: every intent at or before it is a dead
-	// letter, and a pass starts scanning after it. Dead letters never leave
-	// that state and new intents sort after every existing one, so the run
-	// only grows; it is kept in memory and rebuilt by the first pass after
-	// a restart.
-	deadEnd *event.ID
-	wake    chan struct{}
-	nextDue time.Time // earliest scheduled retry seen by the last pass
+	// letter, and a pass starts scanning after it. Only an operator's
+	// redrive takes an intent out of dead_letter, and new intents sort after
+	// every existing one, so the run only grows between redrives; it is
+	// kept in memory, rebuilt by the first pass after a restart, and
+	// forgotten by the first pass that sees Source.Revivals change from
+	// deadEndRevivals.
+	deadEnd         *event.ID
+	deadEndRevivals uint64
+	wake            chan struct{}
+	nextDue         time.Time // earliest scheduled retry seen by the last pass
 
 	testSignals workerTestSignals
 }

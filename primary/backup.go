@@ -401,8 +401,8 @@ func readInfo(s *pebble.DB) (StoreInfo, error) {
 	if v, err = get(keyLayout); err != nil && !errors.Is(err, pebble.ErrNotFound) {
 		return info, fmt.Errorf("primary: read key layout: %w", err)
 	}
-	if l, _ := decodeU64(v); l != layoutVersion {
-		return info, fmt.Errorf("%w: the store's key layout is not version %d", ErrIncompatible, layoutVersion)
+	if l, _ := decodeU64(v); !knownLayout(l) {
+		return info, fmt.Errorf("%w: the store's key layout is not version %d or %d", ErrIncompatible, layoutVersion, layoutRedriven)
 	}
 	if v, err = get(keyIncarnation); err != nil {
 		return info, fmt.Errorf("primary: read incarnation: %w", err)

@@ -46,9 +46,21 @@ var (
 )
 
 // layoutVersion is the key layout above, stored under keyLayout when the
-// database is created. A store without it, or with another version, is not
-// opened: its keys would be misread.
-const layoutVersion = 2
+// database is created. A store without it, or with a version this build
+// does not know, is not opened: its keys would be misread.
+//
+// layoutRedriven is the same layout with intents that may be of version 2
+// (intentVersionRedriven, for a redriven dead letter): the first redrive
+// moves the store to it in its own batch (redrive.go), so that a build that
+// knows only intents of version 1 refuses the store as incompatible instead
+// of reading a redriven intent as damage.
+const (
+	layoutVersion  = 2
+	layoutRedriven = 3
+)
+
+// knownLayout reports whether this build reads the key layout l.
+func knownLayout(l uint64) bool { return l == layoutVersion || l == layoutRedriven }
 
 // commitPrefix is the first key of commit seq's records.
 func commitPrefix(seq uint64) []byte {
@@ -176,11 +188,15 @@ func (r *reader) u64() uint64 {
 
 func (r *reader) done() bool { return !r.bad && len(r.b) == 0 }
 
-const intentVersion = 1
+const (
+	intentVersion         = 1
+	intentVersionRedriven = 2
+)
 
 // encodeIntent encodes the mutable delivery state of one event:
 // version(1) ‖ state(1) ‖ attempts(4) ‖ nextAttempt(8) ‖ leaseDeadline(8) ‖
-// committedAt(8) ‖ encodedLen(4) ‖ tpLen(1) ‖ traceparent ‖ reasonLen(2) ‖ reason.
+// committedAt(8) ‖ encodedLen(4) ‖ tpLen(1) ‖ traceparent ‖ reasonLen(2) ‖ reason,
+// and, for an event redriven at least once (version 2 only), ‖ redrives(4).
 // Times are Unix nanoseconds, 0 for the zero time.
 func encodeIntent(in Intent) []byte {
 	tp := in.TraceParent
@@ -191,8 +207,12 @@ func encodeIntent(in Intent) []byte {
 	if len(reason) > MaxDeadReasonLen {
 		reason = reason[:MaxDeadReasonLen]
 	}
-	b := make([]byte, 0, 36+len(tp)+2+len(reason))
-	b = append(b, intentVersion, byte(in.State))
+	b := make([]byte, 0, 36+len(tp)+2+len(reason)+4)
+	version := byte(intentVersion)
+	if in.Redrives > 0 {
+		version = intentVersionRedriven
+	}
+	b = append(b, version, byte(in.State))
 	b = binary.BigEndian.AppendUint32(b, in.Attempts)
 	b = appendTime(b, in.NextAttempt)
 	b = appendTime(b, in.LeaseDeadline)
@@ -201,13 +221,18 @@ func encodeIntent(in Intent) []byte {
 	b = append(b, byte(len(tp)))
 	b = append(b, tp...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
-	return append(b, reason...)
+	b = append(b, reason...)
+	if version == intentVersionRedriven {
+		b = binary.BigEndian.AppendUint32(b, in.Redrives)
+	}
+	return b
 }
 
 // decodeIntent decodes an intent value for the event id.
 func decodeIntent(id event.ID, v []byte) (Intent, error) {
 	r := reader{b: v}
-	if r.u8() != intentVersion {
+	version := r.u8()
+	if version != intentVersion && version != intentVersionRedriven {
 		return Intent{}, fmt.Errorf("%w: intent version", ErrCorrupt)
 	}
 	in := Intent{Event: id, State: IntentState(r.u8())}
@@ -223,6 +248,11 @@ func decodeIntent(id event.ID, v []byte) (Intent, error) {
 		return Intent{}, fmt.Errorf("%w: intent reason length", ErrCorrupt)
 	}
 	in.DeadReason = string(r.take(rl))
+	if version == intentVersionRedriven {
+		if in.Redrives = r.u32(); in.Redrives == 0 {
+			return Intent{}, fmt.Errorf("%w: intent redrives", ErrCorrupt)
+		}
+	}
 	if !r.done() || in.State > IntentDeadLetter || n > 1<<30 {
 		return Intent{}, fmt.Errorf("%w: intent layout", ErrCorrupt)
 	}

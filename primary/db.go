@@ -153,8 +153,9 @@ type DB struct {
 	prunedCum       atomic.Uint64
 	first           atomic.Uint64 // first retained history seq
 
-	// casMu serialises intent read-compare-write transitions.
-	casMu sync.Mutex
+	// casMu serialises intent read-compare-write transitions and layout changes (codec.go).
+	casMu  sync.Mutex
+	layout uint64
 
 	idx      index
 	frontier frontier
@@ -333,7 +334,7 @@ func (db *DB) load() error {
 			db.fail(err)
 			return fmt.Errorf("primary: create identity: %w", err)
 		}
-		db.id, db.incarnation = id, 1
+		db.id, db.incarnation, db.layout = id, 1, layoutVersion
 		db.delivered = DeliveryMark{Incarnation: 1}
 		db.first.Store(1)
 		db.log.Info("primary database created", zap.String("database_id", id.String()))
@@ -348,8 +349,8 @@ func (db *DB) load() error {
 	if v, err = db.get(keyLayout); err != nil && !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("primary: read key layout: %w", err)
 	}
-	if l, _ := decodeU64(v); l != layoutVersion {
-		return fmt.Errorf("%w: the store's key layout is not version %d (it was created by a pre-release build); it cannot be opened", ErrIncompatible, layoutVersion)
+	if db.layout, _ = decodeU64(v); !knownLayout(db.layout) {
+		return fmt.Errorf("%w: the store's key layout is not version %d or %d (a pre-release build created it, or a newer one changed it); it cannot be opened", ErrIncompatible, layoutVersion, layoutRedriven)
 	}
 	if v, err = db.get(keyIncarnation); err != nil {
 		return fmt.Errorf("primary: read incarnation: %w", err)

@@ -57,14 +57,15 @@ type seqCount struct {
 // first commit with an intent that is not a dead letter) without reading
 // the store.
 //
-// Dead letters never leave that state (no transition leaves dead_letter, and
-// only delivering intents are completed), so a commit whose remaining
-// intents are all dead letters stays so for good: the entries before live
-// are frozen. Scans jump from the dead letters straight to the live floor
-// (scanFloor) instead of stepping over the deletions of every intent
-// delivered since (a queue on an LSM), and the frozen prefix keeps only its
-// entries that hold dead letters, so a dead letter at the bottom of the
-// index does not pin the list's memory.
+// Only an operator's redrive (redrive.go) takes an intent out of
+// dead_letter, and only delivering intents are completed, so a commit whose
+// remaining intents are all dead letters stays so until a redrive: the
+// entries before live are frozen, and revive moves the live floor back.
+// Scans jump from the dead letters straight to the live floor (scanFloor)
+// instead of stepping over the deletions of every intent delivered since (a
+// queue on an LSM), and the frozen prefix keeps only its entries that hold
+// dead letters, so a dead letter at the bottom of the index does not pin
+// the list's memory.
 type index struct {
 	state atomic.Uint32
 	count atomic.Uint64
@@ -79,6 +80,8 @@ type index struct {
 	// deadTop is the highest dead letter before seqs[live], when hasDeadTop.
 	deadTop    event.ID
 	hasDeadTop bool
+	// revivals counts the redrives that revived a dead letter (DB.Revivals).
+	revivals atomic.Uint64
 }
 
 func (x *index) degrade() { x.state.Store(uint32(IndexDegraded)) }
@@ -106,7 +109,7 @@ func (x *index) addEntry(e seqCount) {
 }
 
 // find returns the entry of seq at or after the live floor, or nil. Only
-// those entries change: the ones before are frozen.
+// those entries change: the ones before are frozen (until revive).
 func (x *index) find(seq uint64) *seqCount {
 	live := x.seqs[x.live:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].seq >= seq })
@@ -139,6 +142,37 @@ func (x *index) markDead(ids []event.ID) {
 				e.lastDead = id.Pos
 			}
 			e.dead++
+		}
+	}
+	x.advance()
+}
+
+// revive records that the intents of ids, dead letters, are pending again
+// (a redrive, redrive.go). A revived commit before the live floor becomes
+// the live floor: scans must reach it again. The entries between it and the
+// old floor are then behind the floor again, and advance walks over them
+// once more, recounting the dead letters before the floor; deadTop stays an
+// upper bound (a commit's lastDead may now name a revived intent), which
+// only makes a scan start lower, never skip an intent.
+func (x *index) revive(ids []event.ID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range ids {
+		rest := x.seqs[x.head:]
+		i := sort.Search(len(rest), func(i int) bool { return rest[i].seq >= id.Seq })
+		if i == len(rest) || rest[i].seq != id.Seq || rest[i].dead == 0 {
+			continue
+		}
+		rest[i].dead--
+		if at := x.head + i; at < x.live {
+			x.live = at
+			x.deadSeqs, x.hasDeadTop = 0, false
+			for _, e := range x.seqs[x.head:at] {
+				if e.n > 0 {
+					x.deadSeqs++
+					x.deadTop, x.hasDeadTop = event.ID{Seq: e.seq, Pos: e.lastDead}, true
+				}
+			}
 		}
 	}
 	x.advance()

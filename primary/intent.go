@@ -45,11 +45,12 @@ type Intent struct {
 	TraceParent   string    // W3C traceparent of the committing command's span context ("" if none), for span links
 	EncodedLen    int       // len of the stored event's exact bytes
 	DeadReason    string    // DeadLetter only
+	Redrives      uint32    // how often an operator redrove it from dead_letter (redrive.go)
 }
 
 // sameState reports whether two intents hold the same mutable state.
 func sameState(a, b Intent) bool {
 	return a.Event == b.Event && a.State == b.State && a.Attempts == b.Attempts &&
 		sameTime(a.NextAttempt, b.NextAttempt) && sameTime(a.LeaseDeadline, b.LeaseDeadline) &&
-		a.DeadReason == b.DeadReason
+		a.DeadReason == b.DeadReason && a.Redrives == b.Redrives
 }
