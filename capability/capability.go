@@ -59,6 +59,12 @@ const (
 	// for that database only. read_statistics does not: the counts it shows
 	// name no event.
 	ReadOutbox Permission = "read_outbox"
+	// ManageOutbox allows redriving a database's dead letters (POST
+	// /v1/databases/{alias}/outbox/dead-letters/retry). A global capability
+	// satisfies it for every database; one scoped to a database, for that
+	// database only. read_outbox does not: it reads, this changes what the
+	// worker delivers.
+	ManageOutbox Permission = "manage_outbox"
 )
 
 // GlobalOnly reports whether only a global capability can use p: a
@@ -71,7 +77,7 @@ func (p Permission) GlobalOnly() bool {
 const MaxLifetime = 10 * 365 * 24 * time.Hour
 
 // allPermissions lists every permission, in canonical order.
-var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities, ManageBackups, ReadOutbox}
+var allPermissions = []Permission{ExecuteCommands, ReadStatistics, ReadHealth, ManageCapabilities, ManageBackups, ReadOutbox, ManageOutbox}
 
 // AllPermissions returns every known permission, in canonical order.
 func AllPermissions() []Permission { return slices.Clone(allPermissions) }
@@ -83,7 +89,7 @@ func ParsePermission(s string) (Permission, error) {
 	if slices.Contains(allPermissions, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: unknown permission %q (known: execute_commands, read_statistics, read_health, manage_capabilities, manage_backups, read_outbox)",
+	return "", fmt.Errorf("%w: unknown permission %q (known: execute_commands, read_statistics, read_health, manage_capabilities, manage_backups, read_outbox, manage_outbox)",
 		ErrInvalid, truncate(s, 64))
 }
 

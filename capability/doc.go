@@ -23,8 +23,8 @@
 // which sees every database, or from a scoped one, which sees its own
 // database only. Taking and listing a database's backups (manage_backups) is
 // a database requirement, like executing commands, and so is listing and
-// looking up a database's undelivered events (read_outbox). Revoked capabilities
-// satisfy nothing.
+// looking up a database's undelivered events (read_outbox) and redriving its
+// dead letters (manage_outbox). Revoked capabilities satisfy nothing.
 //
 // # Expiry
 //

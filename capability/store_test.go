@@ -214,7 +214,7 @@ func TestParsePermission(t *testing.T) {
 		}
 	}
 	want := []capability.Permission{capability.ExecuteCommands, capability.ReadStatistics, capability.ReadHealth,
-		capability.ManageCapabilities, capability.ManageBackups, capability.ReadOutbox}
+		capability.ManageCapabilities, capability.ManageBackups, capability.ReadOutbox, capability.ManageOutbox}
 	if got := capability.AllPermissions(); !slices.Equal(got, want) {
 		t.Fatalf("AllPermissions() = %v, want %v (canonical order)", got, want)
 	}
@@ -224,7 +224,11 @@ func TestParsePermission(t *testing.T) {
 	if capability.ReadOutbox != "read_outbox" || capability.ReadOutbox.GlobalOnly() {
 		t.Fatal("read_outbox must be spelled so and allowed on a database-scoped capability")
 	}
-	if _, err := capability.ParsePermission("outbox"); err == nil || !strings.Contains(err.Error(), "read_outbox") {
+	if capability.ManageOutbox != "manage_outbox" || capability.ManageOutbox.GlobalOnly() {
+		t.Fatal("manage_outbox must be spelled so and allowed on a database-scoped capability")
+	}
+	if _, err := capability.ParsePermission("outbox"); err == nil || !strings.Contains(err.Error(), "read_outbox") ||
+		!strings.Contains(err.Error(), "manage_outbox") {
 		t.Fatalf("the unknown-permission error does not list read_outbox: %v", err)
 	}
 	if _, err := capability.ParsePermission("backup"); err == nil || !strings.Contains(err.Error(), "manage_backups") {

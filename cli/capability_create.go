@@ -39,7 +39,8 @@ read_health shows that database's health only (GET /v1/health lists no
 other database), and manage_backups takes and lists backups of that
 database only ("database backup", "database backup list"), and read_outbox
 lists and looks up that database's undelivered events only ("outbox
-deliveries list", "outbox deliveries show"). read_statistics
+deliveries list", "outbox deliveries show"), and manage_outbox redrives
+that database's dead letters only ("outbox dead-letters retry"). read_statistics
 and manage_capabilities need a global capability, so they are refused
 together with --database.
 
