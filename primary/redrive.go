@@ -48,6 +48,13 @@ const (
 	RedriveOtherReason = "other_reason"
 )
 
+// Redriven is an event a redrive returned to pending: its new state, and
+// the reason it had been a dead letter for.
+type Redriven struct {
+	Intent
+	Reason string
+}
+
 // RedriveRefusal is an event a redrive left as it was, and why.
 type RedriveRefusal struct {
 	Event event.ID
@@ -59,9 +66,10 @@ type RedriveRefusal struct {
 // Redrive moves every dead letter among ids (of reason, when reason is not
 // empty) back to pending with no attempt spent and one more redrive, in one
 // synced batch, and wakes the outbox worker. It returns the new states of
-// the events it redrove and, for the others, why not. At most MaxRedrive
+// the events it redrove (with the reason each had been a dead letter for)
+// and, for the others, why not. At most MaxRedrive
 // ids; an id given twice is refused as ErrRedriveRequest.
-func (db *DB) Redrive(ctx context.Context, ids []event.ID, reason string) ([]Intent, []RedriveRefusal, error) {
+func (db *DB) Redrive(ctx context.Context, ids []event.ID, reason string) ([]Redriven, []RedriveRefusal, error) {
 	if len(ids) > MaxRedrive {
 		return nil, nil, fmt.Errorf("%w: at most %d events per redrive", ErrRedriveRequest, MaxRedrive)
 	}
@@ -80,7 +88,7 @@ func (db *DB) Redrive(ctx context.Context, ids []event.ID, reason string) ([]Int
 		return nil, nil, err
 	}
 	defer done()
-	var redriven []Intent
+	var redriven []Redriven
 	var refused []RedriveRefusal
 	err = db.guard(func() error {
 		var err error
@@ -109,7 +117,7 @@ func (db *DB) Revivals() uint64 { return db.idx.revivals.Load() }
 // event's intent, decides, and writes the redriven ones (and, at the first
 // redrive of the store, its new key layout) in one synced batch. It runs
 // inside guard.
-func (db *DB) casRedrive(ids []event.ID, reason string) ([]Intent, []RedriveRefusal, error) {
+func (db *DB) casRedrive(ids []event.ID, reason string) ([]Redriven, []RedriveRefusal, error) {
 	db.casMu.Lock()
 	casLocked := true
 	defer func() {
@@ -124,7 +132,7 @@ func (db *DB) casRedrive(ids []event.ID, reason string) ([]Intent, []RedriveRefu
 	defer it.Close()
 	b := db.store.NewBatch()
 	defer b.Close()
-	var redriven []Intent
+	var redriven []Redriven
 	var refused []RedriveRefusal
 	for _, id := range ids {
 		k := intentKey(id)
@@ -152,13 +160,14 @@ func (db *DB) casRedrive(ids []event.ID, reason string) ([]Intent, []RedriveRefu
 			refused = append(refused, RedriveRefusal{Event: id, Why: RedriveOtherReason})
 			continue
 		}
+		was := in.DeadReason
 		in.State, in.Attempts, in.DeadReason = IntentPending, 0, ""
 		in.NextAttempt, in.LeaseDeadline = time.Time{}, time.Time{}
 		if in.Redrives < math.MaxUint32 {
 			in.Redrives++
 		}
 		_ = b.Set(k, encodeIntent(in), nil)
-		redriven = append(redriven, in)
+		redriven = append(redriven, Redriven{Intent: in, Reason: was})
 	}
 	if len(redriven) == 0 {
 		return nil, refused, nil

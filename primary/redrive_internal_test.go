@@ -126,8 +126,8 @@ func TestRedriveRefusesWhatIsNotItsDeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Event != (event.ID{Seq: 2, Pos: 1}) {
-		t.Fatalf("redriven %v, want only 2.1", ids(got))
+	if len(got) != 1 || got[0].Event != (event.ID{Seq: 2, Pos: 1}) || got[0].Reason != "attempts_exhausted" {
+		t.Fatalf("redriven %+v, want only 2.1, an attempts_exhausted dead letter", got)
 	}
 	want := []RedriveRefusal{
 		{Event: event.ID{Seq: 1}, Why: RedriveNotUndelivered},
