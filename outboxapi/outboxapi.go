@@ -1,9 +1,11 @@
 // Package outboxapi serves a database's undelivered events over HTTP: GET
 // /v1/databases/{alias}/outbox/deliveries lists them, page by page, from
-// the primary's undelivered index, and GET
-// /v1/databases/{alias}/outbox/deliveries/{event_id} looks one event up. It
-// gates both on read_outbox and answers without payloads, paths or stacks.
-// The server mounts it (server/api.go).
+// the primary's undelivered index, GET
+// /v1/databases/{alias}/outbox/deliveries/{event_id} looks one event up
+// (both gated on read_outbox), and POST
+// /v1/databases/{alias}/outbox/dead-letters/retry redrives dead letters
+// (manage_outbox, redrive.go). It answers without payloads, paths or
+// stacks. The server mounts it (server/api.go).
 package outboxapi
 
 import (
@@ -20,6 +22,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
@@ -68,6 +72,9 @@ type Item struct {
 	// DeadLetterReason says why a dead letter was given up on
 	// (attempts_exhausted, identity_conflict, …); empty otherwise.
 	DeadLetterReason string `json:"dead_letter_reason,omitempty"`
+	// Redrives counts how often an operator redrove the event from
+	// dead_letter (POST …/outbox/dead-letters/retry); omitted when never.
+	Redrives uint32 `json:"redrives,omitempty"`
 	// TraceID is the trace of the command that committed the event, when
 	// that command was traced.
 	TraceID string `json:"trace_id,omitempty"`
@@ -103,18 +110,23 @@ type Options struct {
 	Auth statsapi.Authenticator
 	// Database finds a database's primary by alias.
 	Database func(alias string) (*primary.DB, bool)
+	// Aliases are the databases whose redrive counters start at 0, so that
+	// they are served from the first scrape on.
+	Aliases []string
 	// Failures logs credential store failures (statsapi.NewFailureLog);
 	// nil: one of its own.
 	Failures       *ratelog.Logger
 	TracerProvider trace.TracerProvider // nil: no-op
+	MeterProvider  metric.MeterProvider // nil: no-op
 	Logger         *zap.Logger          // nil: no-op
 }
 
-// API serves the listing and the look-up.
+// API serves the listing, the look-up and the redrive.
 type API struct {
-	opts   Options
-	tracer trace.Tracer
-	key    [32]byte // authenticates cursors (cursor.go)
+	opts     Options
+	tracer   trace.Tracer
+	key      [32]byte            // authenticates cursors (cursor.go)
+	redriven metric.Int64Counter // redrive.go
 }
 
 // New returns the handlers, with a new random cursor key (crypto/rand.Read
@@ -129,29 +141,49 @@ func New(opts Options) *API {
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = tracenoop.NewTracerProvider()
 	}
+	if opts.MeterProvider == nil {
+		opts.MeterProvider = metricnoop.NewMeterProvider()
+	}
 	a := &API{opts: opts, tracer: opts.TracerProvider.Tracer(scope)}
 	_, _ = rand.Read(a.key[:])
+	// The SDK returns a working instrument with its error; the names are
+	// constants, so an error here is a programming mistake a test catches.
+	a.redriven, _ = opts.MeterProvider.Meter(scope).Int64Counter("riffdb.outbox.dead_letters.redriven", metric.WithUnit("{event}"),
+		metric.WithDescription("Dead letters an operator redrove back to pending, by the reason they had been dead letters for."))
+	for _, alias := range opts.Aliases {
+		for _, reason := range []string{"attempts_exhausted", "identity_conflict"} {
+			a.redriven.Add(context.Background(), 0, metric.WithAttributes(attrkey.Database.String(alias), attrkey.Reason.String(reason)))
+		}
+	}
 	return a
 }
 
 // authorize authenticates the request and checks read_outbox for the
 // path's database. It writes the refusal itself.
 func (a *API) authorize(w http.ResponseWriter, r *http.Request) (string, *primary.DB, bool) {
+	alias, db, _, ok := a.authorizeFor(w, r, capability.ReadOutbox, "read this database's outbox deliveries")
+	return alias, db, ok
+}
+
+// authorizeFor authenticates the request and checks perm (to do what) for
+// the path's database. It writes the refusal itself and returns the
+// capability's id.
+func (a *API) authorizeFor(w http.ResponseWriter, r *http.Request, perm capability.Permission, what string) (string, *primary.DB, string, bool) {
 	alias := r.PathValue("alias")
 	c, ok := statsapi.Authenticate(w, r, a.opts.Auth, a.opts.Failures)
 	if !ok {
-		return "", nil, false
+		return "", nil, "", false
 	}
-	if !c.Allows(capability.ReadOutbox, alias) {
-		statsapi.WriteError(w, http.StatusForbidden, "forbidden", "this capability may not read this database's outbox deliveries (it needs read_outbox)")
-		return "", nil, false
+	if !c.Allows(perm, alias) {
+		statsapi.WriteError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("this capability may not %s (it needs %s)", what, perm))
+		return "", nil, "", false
 	}
 	db, ok := a.opts.Database(alias)
 	if !ok {
 		statsapi.WriteError(w, http.StatusNotFound, "unknown_database", "no database has this alias")
-		return "", nil, false
+		return "", nil, "", false
 	}
-	return alias, db, true
+	return alias, db, c.ID, true
 }
 
 // listQuery is a listing request's parameters.
@@ -302,7 +334,7 @@ func (a *API) readError(ctx context.Context, w http.ResponseWriter, alias string
 
 func itemOf(in primary.Intent) Item {
 	it := Item{EventID: in.Event.String(), CommitSequence: in.Event.Seq, State: in.State.String(), Attempts: in.Attempts,
-		CommittedAt: in.CommittedAt.UTC(), TraceID: traceID(in.TraceParent)}
+		CommittedAt: in.CommittedAt.UTC(), TraceID: traceID(in.TraceParent), Redrives: in.Redrives}
 	if !in.NextAttempt.IsZero() {
 		t := in.NextAttempt.UTC()
 		it.NextAttemptAt = &t
@@ -362,12 +394,8 @@ func ParseEventID(s string) (event.ID, bool) {
 // IsPath reports whether path is /v1/databases/{alias}/outbox/deliveries
 // or a look-up under it.
 func IsPath(path string) bool {
-	rest, ok := strings.CutPrefix(path, "/v1/databases/")
+	tail, ok := outboxTail(path)
 	if !ok {
-		return false
-	}
-	alias, tail, ok := strings.Cut(rest, "/")
-	if !ok || alias == "" || alias == "." || alias == ".." {
 		return false
 	}
 	if tail == "outbox/deliveries" {
@@ -375,6 +403,26 @@ func IsPath(path string) bool {
 	}
 	id, ok := strings.CutPrefix(tail, "outbox/deliveries/")
 	return ok && id != "" && !strings.Contains(id, "/")
+}
+
+// IsRedrivePath reports whether path is
+// /v1/databases/{alias}/outbox/dead-letters/retry.
+func IsRedrivePath(path string) bool {
+	tail, ok := outboxTail(path)
+	return ok && tail == "outbox/dead-letters/retry"
+}
+
+// outboxTail returns what follows /v1/databases/{alias}/ in path.
+func outboxTail(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/databases/")
+	if !ok {
+		return "", false
+	}
+	alias, tail, ok := strings.Cut(rest, "/")
+	if !ok || alias == "" || alias == "." || alias == ".." {
+		return "", false
+	}
+	return tail, true
 }
 
 func truncate(s string, n int) string {

@@ -46,6 +46,10 @@ var auth = tokens{
 	"stats":    {Permissions: []capability.Permission{capability.ReadStatistics, capability.ReadHealth, capability.ManageBackups}},
 	"revoked":  {Permissions: []capability.Permission{capability.ReadOutbox}, Revoked: true},
 	"commands": {Permissions: []capability.Permission{capability.ExecuteCommands}, Database: "orders"},
+	"manage":   {ID: "c0ffee", Permissions: []capability.Permission{capability.ManageOutbox}},
+	"manage-o": {Permissions: []capability.Permission{capability.ManageOutbox}, Database: "orders"},
+	"manage-b": {Permissions: []capability.Permission{capability.ManageOutbox}, Database: "billing"},
+	"manage-r": {Permissions: []capability.Permission{capability.ManageOutbox}, Revoked: true},
 }
 
 // openDB opens a primary named name in a private directory of its own.

@@ -38,7 +38,8 @@ func (s *Server) apiHandler() http.Handler {
 	mux.HandleFunc("POST /v1/databases/{alias}/backups", backups.HandleCreate)
 	mux.HandleFunc("GET /v1/databases/{alias}/backups", backups.HandleList)
 	deliveries := outboxapi.New(outboxapi.Options{Auth: s.creds, Failures: failures, Logger: s.log,
-		TracerProvider: s.tel.TracerProvider, Database: func(alias string) (*primary.DB, bool) {
+		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider, Aliases: s.aliases(),
+		Database: func(alias string) (*primary.DB, bool) {
 			if d := s.database(alias); d != nil {
 				return d.db, true
 			}
@@ -46,6 +47,7 @@ func (s *Server) apiHandler() http.Handler {
 		}})
 	mux.HandleFunc("GET /v1/databases/{alias}/outbox/deliveries", deliveries.HandleList)
 	mux.HandleFunc("GET /v1/databases/{alias}/outbox/deliveries/{event_id}", deliveries.HandleShow)
+	mux.HandleFunc("POST /v1/databases/{alias}/outbox/dead-letters/retry", deliveries.HandleRedrive)
 	stats := statsapi.NewHandler(statsapi.Options{Auth: s.creds, Stats: s.stats, Health: s.health, Logger: s.log, StoreFailures: failures})
 	mux.Handle("GET /v1/stats", stats)
 	mux.Handle("GET /v1/health", stats)
@@ -75,6 +77,8 @@ func routeOf(r *http.Request) string {
 		return "/v1/databases/{alias}/backups"
 	case outboxapi.IsPath(r.URL.Path):
 		return "/v1/databases/{alias}/outbox/deliveries"
+	case outboxapi.IsRedrivePath(r.URL.Path):
+		return "/v1/databases/{alias}/outbox/dead-letters/retry"
 	case strings.HasPrefix(r.URL.Path, "/v1/databases/"):
 		return "/v1/databases/{alias}/commands/{command}"
 	case r.URL.Path == "/v1/stats", r.URL.Path == "/v1/health", r.URL.Path == "/healthz":

@@ -224,6 +224,15 @@ func (s *Server) database(alias string) *database {
 	return nil
 }
 
+// aliases returns the aliases of the server's databases.
+func (s *Server) aliases() []string {
+	out := make([]string, len(s.dbs))
+	for i, d := range s.dbs {
+		out[i] = d.alias
+	}
+	return out
+}
+
 // PruneInterval is how often a database with history_retention prunes.
 const PruneInterval = 10 * time.Second
 

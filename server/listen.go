@@ -150,10 +150,11 @@ func (s *Server) keepAlive(next http.Handler) http.Handler {
 
 // authenticatingRoute reports whether r goes to a handler that
 // authenticates its bearer token: a command, a backup, /v1/stats,
-// /v1/health or the outbox deliveries.
+// /v1/health, the outbox deliveries or a dead-letter redrive.
 func authenticatingRoute(r *http.Request) bool {
 	return isCommandRequest(r) || (backupapi.IsPath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodPost)) ||
 		(outboxapi.IsPath(r.URL.Path) && r.Method == http.MethodGet) ||
+		(outboxapi.IsRedrivePath(r.URL.Path) && r.Method == http.MethodPost) ||
 		(r.Method == http.MethodGet && (r.URL.Path == "/v1/stats" || r.URL.Path == "/v1/health"))
 }
 
