@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,15 +24,15 @@ import (
 // as long as the backup).
 const DefaultBackupTimeout = time.Hour
 
-// serverRequest sends method path to the server that q names and decodes a
-// 200 response into out. A refusal keeps the server's error code
+// serverRequest sends method path (with body as JSON, if not nil) to the
+// server that q names and decodes a 200 response into out. A refusal keeps the server's error code
 // (backup_root_not_configured, backup_in_progress, unknown_database, …),
 // except 401 and 403, which become unauthenticated and forbidden as for
 // every server query. When uncertainAdvice is given, a request that times
 // out or whose connection drops before the answer has an unknown outcome
 // (a backup may have been kept): that failure is Uncertain (exit 3), code
 // outcome_unknown, with the advice.
-func (q *queryFlags) serverRequest(ctx context.Context, method, path string, out any, uncertainAdvice string) error {
+func (q *queryFlags) serverRequest(ctx context.Context, method, path string, body []byte, out any, uncertainAdvice string) error {
 	addr := q.address
 	if addr == "" {
 		addr = getenv("RIFFDB_ADDRESS")
@@ -48,11 +49,18 @@ func (q *queryFlags) serverRequest(ctx context.Context, method, path string, out
 	}
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(addr, "/")+path, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(addr, "/")+path, rd)
 	if err != nil {
 		return Local("usage", "--address is not a valid URL")
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -67,7 +75,7 @@ func (q *queryFlags) serverRequest(ctx context.Context, method, path string, out
 		return Client("unreachable", "cannot reach the server: %v", pathless.Error(cause))
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		if uncertainAdvice != "" {
 			return Uncertain("outcome_unknown", "the server's answer was cut off: %s", uncertainAdvice)
@@ -77,7 +85,7 @@ func (q *queryFlags) serverRequest(ctx context.Context, method, path string, out
 	if resp.StatusCode != http.StatusOK {
 		var eb statsapi.ErrorBody
 		msg, code := resp.Status, ""
-		if json.Unmarshal(body, &eb) == nil && eb.Error.Message != "" {
+		if json.Unmarshal(answer, &eb) == nil && eb.Error.Message != "" {
 			msg, code = eb.Error.Message, eb.Error.Code
 		}
 		switch {
@@ -90,7 +98,7 @@ func (q *queryFlags) serverRequest(ctx context.Context, method, path string, out
 		}
 		return Public(code, "the server refused: %s", msg)
 	}
-	if err := json.Unmarshal(body, out); err != nil {
+	if err := json.Unmarshal(answer, out); err != nil {
 		return Client("bad_response", "the server's response is not valid JSON")
 	}
 	return nil
@@ -153,7 +161,7 @@ restores one, offline.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp backupapi.Response
 			advice := "the backup may or may not have been kept; run \"riffdb database backup list\" to see"
-			if err := q.serverRequest(cmd.Context(), http.MethodPost, backupsPath(database), &resp, advice); err != nil {
+			if err := q.serverRequest(cmd.Context(), http.MethodPost, backupsPath(database), nil, &resp, advice); err != nil {
 				return err
 			}
 			return Emit(cmd, resp, func(w io.Writer) error {
@@ -180,7 +188,7 @@ func newDatabaseBackupListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp backupapi.ListResponse
-			if err := q.serverRequest(cmd.Context(), http.MethodGet, backupsPath(database), &resp, ""); err != nil {
+			if err := q.serverRequest(cmd.Context(), http.MethodGet, backupsPath(database), nil, &resp, ""); err != nil {
 				return err
 			}
 			if resp.Backups == nil {

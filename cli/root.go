@@ -78,6 +78,9 @@ func NewRootCommand() *cobra.Command {
 				newOutboxDeliveriesListCommand(),
 				newOutboxDeliveriesShowCommand(),
 			),
+			group("dead-letters", "Redrive a database's dead letters (through the server; needs manage_outbox)",
+				newOutboxDeadLettersRetryCommand(),
+			),
 		),
 		newLoadtestCommand(),
 	)

@@ -30,7 +30,7 @@ func (q *queryFlags) add(cmd *cobra.Command) {
 // get fetches path from the server into out, mapping every failure to a
 // classified CLI error.
 func (q *queryFlags) get(ctx context.Context, path string, out any) error {
-	return q.serverRequest(ctx, http.MethodGet, path, out, "")
+	return q.serverRequest(ctx, http.MethodGet, path, nil, out, "")
 }
 
 // newServerQueryCommand builds a read-only command that GETs path from the
