@@ -1,0 +1,304 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riffdb/riffdb/primary"
+	"github.com/riffdb/riffdb/primary/contract"
+)
+
+// Issue #50's redrive on the real binary: dead letters returned to pending
+// through the CLI and the HTTP API, delivered once each, and identity
+// conflicts dead letters again.
+
+// redriveResult is the CLI's and the API's answer to a redrive.
+type redriveResult struct {
+	Database    string   `json:"database"`
+	Redriven    []string `json:"redriven"`
+	NotRedriven []struct {
+		EventID string `json:"event_id"`
+		Why     string `json:"why"`
+		State   string `json:"state"`
+	} `json:"not_redriven"`
+	NextAfter string `json:"next_after"`
+	Conflicts int    `json:"conflicts"`
+	Note      string `json:"note"`
+}
+
+// redriveCLI runs `riffdb outbox dead-letters retry ARGS` against p.
+func redriveCLI(t *testing.T, p *proc, tokenFile string, args ...string) (cliResult, redriveResult) {
+	t.Helper()
+	r := cli(t, append(append([]string{"outbox", "dead-letters", "retry"}, args...),
+		"--database", "default", "--address", "http://"+p.api, "--token-file", tokenFile)...)
+	var res redriveResult
+	if r.OK {
+		must(t, json.Unmarshal(r.Result, &res))
+	}
+	return r, res
+}
+
+// commitWithoutOutbox commits n place_order commands (orders from first on)
+// with the outbox section out of the configuration, so that their events
+// stay pending, and returns their event ids. The server is stopped after.
+func commitWithoutOutbox(t *testing.T, e *env, token string, first, n int) []string {
+	t.Helper()
+	withOutbox, err := os.ReadFile(e.config)
+	must(t, err)
+	must(t, os.WriteFile(e.config, withoutOutbox(t, withOutbox), 0o600))
+	p := e.start()
+	var ids []string
+	for i := range n {
+		code, r, body, err := p.command(context.Background(), token, "place_order", orderInput(first+i), "")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("command: %d %v %s", code, err, body)
+		}
+		ids = append(ids, r.Events...)
+	}
+	p.stop()
+	must(t, os.WriteFile(e.config, withOutbox, 0o600))
+	return ids
+}
+
+// exhaustByHand spends every attempt of each pending intent of the stopped
+// database and dead-letters it attempts_exhausted: the primary transitions
+// the worker makes when 32 deliveries in a row failed after a successful
+// probe (claim after claim, then the dead letter), applied offline. The
+// server's own path to them is tested in outbox/TestRedrivenDeadLettersAreDelivered
+// with a failing archive; here the real binary needs an archive that fails
+// transactions but not probes, which nothing outside the process can make.
+func exhaustByHand(t *testing.T, e *env) int {
+	t.Helper()
+	data, err := os.ReadFile(e.root + "/contract.toml")
+	must(t, err)
+	c, err := contract.Compile(data)
+	must(t, err)
+	ctx := context.Background()
+	db, err := primary.Open(ctx, primary.Options{Path: e.dbPath, Contract: c})
+	must(t, err)
+	defer func() { must(t, db.Close()) }()
+	all, err := db.ScanIntents(ctx, nil, 100000)
+	must(t, err)
+	var ins []primary.Intent
+	for _, in := range all {
+		if in.State == primary.IntentPending {
+			ins = append(ins, in)
+		}
+	}
+	for range 32 {
+		ins, err = db.Claim(ctx, ins, time.Now().Add(time.Minute))
+		must(t, err)
+	}
+	for _, in := range ins {
+		_, err := db.DeadLetter(ctx, in, "attempts_exhausted")
+		must(t, err)
+	}
+	return len(ins)
+}
+
+// TestRedriveDeadLetters: an identity conflict and five exhausted events
+// are dead letters; the operator lists them (reason and attempts), redrives
+// the exhausted ones by reason: they are delivered and archived once each
+// (inspect verifies every event), and only the conflict stays pending. The
+// conflict redriven by id is a dead letter again (identity_conflict), with
+// its redrive counted. Tokens without manage_outbox are refused; the
+// redrives are counted and logged once each with the capability's id, never
+// the token.
+func TestRedriveDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{outbox: true})
+	token := e.token([]string{"execute_commands", "read_statistics"}, "")
+	reader := e.tokenFile("reader", e.token([]string{"read_outbox"}, "default"))
+	managerToken := e.token([]string{"manage_outbox"}, "default")
+	manager := e.tokenFile("manager", managerToken)
+	p, events := conflictDeadLetter(t, e, token)
+	waitFor(t, 60*time.Second, "only the dead letter left", func() bool { _, _, pending := p.outboxState(token); return pending == 1 })
+	dbID := p.stats(token).Databases[0].DatabaseID
+	p.stop()
+	exhausted := commitWithoutOutbox(t, e, token, 100, 5)
+	if n := exhaustByHand(t, e); n != 5 {
+		t.Fatalf("%d intents exhausted, want 5", n)
+	}
+	p = e.start()
+
+	dead := listPage(t, p, reader, "--state", "dead_letter")
+	reasons := map[string]string{}
+	for _, it := range dead.Deliveries {
+		reasons[it.EventID] = it.DeadLetterReason
+		if it.Attempts < 1 {
+			t.Fatalf("dead letter without an attempt: %+v", it)
+		}
+	}
+	if len(dead.Deliveries) != 6 || reasons[events[0]] != "identity_conflict" || reasons[exhausted[4]] != "attempts_exhausted" {
+		t.Fatalf("dead letters: %+v", dead.Deliveries)
+	}
+
+	// Refused without manage_outbox.
+	if r, _ := redriveCLI(t, p, reader, "--reason", "exhausted"); r.OK || r.Error == nil || r.Error.Code != "forbidden" {
+		t.Fatalf("redrive with read_outbox only: %+v", r)
+	}
+	if code, _, err := p.do(context.Background(), http.MethodPost, "/v1/databases/default/outbox/dead-letters/retry", "",
+		[]byte(`{"reason":"exhausted"}`)); err != nil || code != http.StatusUnauthorized {
+		t.Fatalf("redrive without a token: %d %v", code, err)
+	}
+
+	r, res := redriveCLI(t, p, manager, "--reason", "exhausted")
+	if !r.OK || r.Exit != 0 || !slices.Equal(res.Redriven, exhausted) || res.Conflicts != 0 {
+		t.Fatalf("redrive of the exhausted: %+v %+v %s", r, res, r.Stderr)
+	}
+	waitFor(t, 60*time.Second, "the redriven events delivered", func() bool { _, _, pending := p.outboxState(token); return pending == 1 })
+	for _, id := range exhausted {
+		if s := showEvent(t, p, reader, id); s.State != "delivered" {
+			t.Fatalf("redriven %s: %+v", id, s)
+		}
+	}
+
+	r, res = redriveCLI(t, p, manager, "--event", events[0], "--event", exhausted[0])
+	if !r.OK || !slices.Equal(res.Redriven, events[:1]) || res.Conflicts != 1 || !strings.Contains(res.Note, "dead letter again") ||
+		len(res.NotRedriven) != 1 || res.NotRedriven[0].EventID != exhausted[0] || res.NotRedriven[0].Why != "not_undelivered" {
+		t.Fatalf("redrive of the conflict: %+v %+v", r, res)
+	}
+	waitFor(t, 30*time.Second, "the conflict a dead letter again", func() bool {
+		return showEvent(t, p, reader, events[0]).State == "dead_letter"
+	})
+	again := deliveriesCLI(t, p, reader, "show", events[0])
+	var shown struct {
+		Delivery struct {
+			DeadLetterReason string `json:"dead_letter_reason"`
+			Redrives         int    `json:"redrives"`
+		} `json:"delivery"`
+	}
+	must(t, json.Unmarshal(again.Result, &shown))
+	if shown.Delivery.DeadLetterReason != "identity_conflict" || shown.Delivery.Redrives != 1 {
+		t.Fatalf("the conflict after its redrive: %+v", shown)
+	}
+	if _, _, pending := p.outboxState(token); pending != 1 {
+		t.Fatalf("pending %d, want the conflict only", pending)
+	}
+
+	text := scrape(t, p, false)
+	for reason, want := range map[string]float64{"attempts_exhausted": 5, "identity_conflict": 1} {
+		if got := sample(text, "riffdb_outbox_dead_letters_redriven_total", map[string]string{"riffdb_database": "default", "riffdb_reason": reason}); got != want {
+			t.Errorf("riffdb_outbox_dead_letters_redriven_total{%s} = %v, want %v", reason, got, want)
+		}
+	}
+	p.stop()
+	logs := p.stderr.String()
+	if n := strings.Count(logs, `"msg":"dead letters redriven"`); n != 2 || !strings.Contains(logs, `"capability_id"`) {
+		t.Fatalf("%d redrive log lines, want 2 with the capability's id", n)
+	}
+	if strings.Contains(logs, managerToken) {
+		t.Fatal("the log holds the manager's token")
+	}
+	if r, ins := e.inspect(dbID, 256); ins.Integrity != "verified" || ins.RecordCount != 7 {
+		t.Fatalf("inspect after the redrives: %+v %+v, want 7 records verified (2 delivered before, 5 redriven; the conflict never stored)", r, ins)
+	}
+}
+
+// TestRedrivesRaceTheWorkerAndSIGKILL: 300 exhausted dead letters are
+// redriven by four concurrent clients in overlapping batches while the
+// worker delivers what they redrove; the server is SIGKILLed between
+// batches. No event is redriven by two requests, and after a restart and a
+// redrive of what is left every event is archived exactly once: nothing
+// pending, inspect verifies 300 records.
+func TestRedrivesRaceTheWorkerAndSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 300 dead letters redriven concurrently through a SIGKILL")
+	}
+	t.Parallel()
+	const n = 300
+	e := newEnv(t, envOpts{outbox: true})
+	token := e.token([]string{"execute_commands", "read_statistics"}, "")
+	manager := e.token([]string{"manage_outbox"}, "")
+	p := e.start()
+	dbID := p.stats(token).Databases[0].DatabaseID
+	p.stop()
+	ids := commitWithoutOutbox(t, e, token, 0, n)
+	if got := exhaustByHand(t, e); got != n {
+		t.Fatalf("%d exhausted, want %d", got, n)
+	}
+	p = e.start()
+
+	var (
+		mu       sync.Mutex
+		redriven = map[string]int{}
+		answered int
+		wg       sync.WaitGroup
+	)
+	killAt := 3 + rand.IntN(6)
+	killed := make(chan struct{})
+	var killOnce sync.Once
+	for c := range 4 {
+		wg.Go(func() {
+			order := slices.Clone(ids)
+			rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for len(order) > 0 {
+				batch := order[:min(40+c, len(order))]
+				order = order[len(batch):]
+				body, _ := json.Marshal(map[string]any{"event_ids": batch})
+				code, b, err := p.do(context.Background(), http.MethodPost, "/v1/databases/default/outbox/dead-letters/retry", manager, body)
+				if err != nil {
+					return // the SIGKILL
+				}
+				if code != http.StatusOK {
+					t.Errorf("redrive: %d %s", code, b)
+					return
+				}
+				var res redriveResult
+				if err := json.Unmarshal(b, &res); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, id := range res.Redriven {
+					redriven[id]++
+				}
+				answered++
+				if answered == killAt {
+					killOnce.Do(func() { p.kill(); close(killed) })
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	killOnce.Do(func() { p.kill(); close(killed) })
+	<-killed
+	for id, times := range redriven {
+		if times != 1 {
+			t.Fatalf("event %s redriven by %d requests", id, times)
+		}
+	}
+	t.Logf("SIGKILL after %d answered redrive requests, %d events redriven", answered, len(redriven))
+
+	p = e.start()
+	mf := e.tokenFile("manager", manager)
+	r, res := redriveCLI(t, p, mf, "--reason", "exhausted")
+	if !r.OK {
+		t.Fatalf("redrive of what is left: %+v %s", r, r.Stderr)
+	}
+	for _, id := range res.Redriven {
+		if redriven[id] > 0 {
+			t.Fatalf("event %s redriven before the SIGKILL was a dead letter again after it", id)
+		}
+	}
+	// A request the SIGKILL cut off may have redriven its batch without
+	// its answer arriving: those events are pending after the restart,
+	// not dead letters, and are delivered without another redrive.
+	if got := len(redriven) + len(res.Redriven); got > n {
+		t.Fatalf("%d events redriven in all, of %d", got, n)
+	}
+	p.waitDrained(t, token)
+	p.stop()
+	if _, ins := e.inspect(dbID, 256); ins.Integrity != "verified" || ins.RecordCount != n {
+		t.Fatalf("inspect: %+v, want %d records verified", ins, n)
+	}
+}
