@@ -26,7 +26,8 @@ func Fleet() (dashboard.Dashboard, error) {
 		}, 1000)).
 		WithPanel(single(panel{
 			title: "Dead letters since start", unit: "short", w: 6, h: 4,
-			description: "Has any event been given up on since the servers started? Dead letters stay undelivered and fence history retention: operator action is needed. " +
+			description: "Has any event been given up on since the servers started? Dead letters stay undelivered and fence history retention: " +
+				"list them (`riffdb outbox deliveries list --state dead_letter`), repair the cause, then redrive them (`riffdb outbox dead-letters retry`). " +
 				"Related alert: RiffdbOutboxDeadLetters.",
 			targets: []target{q(`sum(riffdb_outbox_dead_letters_total{`+sel+`})`, "dead letters")},
 		}, 1)).

@@ -108,9 +108,14 @@ func Outbox() (dashboard.Dashboard, error) {
 		})).
 		WithPanel(graph(panel{
 			title: "Dead letters by reason", unit: "short", w: 8, h: 8,
-			description: "Has an event been given up on, and why? Dead letters since the process started, by reason (attempts_exhausted, identity_conflict). " +
-				"Dead letters stay pending and fence history retention. Related alert: RiffdbOutboxDeadLetters.",
-			targets: []target{q(`sum by (`+byDB+`, riffdb_reason) (riffdb_outbox_dead_letters_total{`+sel+`})`, "{{instance}} {{riffdb_database}} {{riffdb_reason}}")},
+			description: "Has an event been given up on, and why? Dead letters since the process started, by reason (attempts_exhausted, identity_conflict), " +
+				"next to those an operator redrove back to pending. Dead letters stay pending and fence history retention: list them with " +
+				"`riffdb outbox deliveries list --state dead_letter`, repair the cause, then `riffdb outbox dead-letters retry --reason exhausted`. " +
+				"Related alert: RiffdbOutboxDeadLetters.",
+			targets: []target{
+				q(`sum by (`+byDB+`, riffdb_reason) (riffdb_outbox_dead_letters_total{`+sel+`})`, "{{instance}} {{riffdb_database}} {{riffdb_reason}}"),
+				q(`sum by (`+byDB+`, riffdb_reason) (riffdb_outbox_dead_letters_redriven_total{`+sel+`})`, "{{instance}} {{riffdb_database}} {{riffdb_reason}} redriven"),
+			},
 		})).
 		WithPanel(graph(panel{
 			title: "Archive acceptance by result", unit: "ops", w: 8, h: 8,
