@@ -337,7 +337,7 @@ func (in *install) deadLetters(tb testing.TB, n int) {
 		for range committers {
 			wg.Go(func() {
 				for i := next.Add(1) - 1; i < int64(len(intents)); i = next.Add(1) - 1 {
-					if _, err := db.DeadLetter(ctx, intents[i], "bench"); err != nil {
+					if _, err := db.DeadLetter(ctx, intents[i], "bench", primary.Failure{}); err != nil {
 						errs <- err
 						return
 					}

@@ -33,9 +33,10 @@ func newOutboxDeliveriesListCommand() *cobra.Command {
 from the primary's undelivered index in event order: each event's id, commit
 sequence, state (pending, retry_scheduled, delivering, dead_letter), attempts
 spent, next attempt time, lease deadline, commit time, for a dead letter why
-it was given up on (attempts_exhausted, identity_conflict, …), and the trace
-id of the command that committed it when that command was traced. Never an
-event's payload.
+it was given up on (attempts_exhausted, identity_conflict, …), the time,
+class and reason of the failure that ended its last unsuccessful attempt, how
+often an operator redrove it, and the trace id of the command that committed
+it when that command was traced. Never an event's payload.
 
 --state (repeatable, or comma-separated) keeps the events in those states. A
 page reads at most 4 × --limit events of the index, so with --state a page
@@ -71,7 +72,7 @@ The token needs read_outbox, global or scoped to the database.`,
 					fmt.Fprintf(w, "database %s: no undelivered events on this page\n", resp.Database)
 				} else {
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "EVENT\tSTATE\tATTEMPTS\tNEXT ATTEMPT\tLEASE DEADLINE\tCOMMITTED\tREASON\tTRACE")
+					fmt.Fprintln(tw, itemHeader)
 					for _, it := range resp.Deliveries {
 						fmt.Fprintln(tw, itemRow(it))
 					}
@@ -96,6 +97,9 @@ The token needs read_outbox, global or scoped to the database.`,
 	return cmd
 }
 
+// itemHeader heads the columns of itemRow.
+const itemHeader = "EVENT\tSTATE\tATTEMPTS\tNEXT ATTEMPT\tLEASE DEADLINE\tCOMMITTED\tREASON\tLAST FAILURE\tREDRIVES\tTRACE"
+
 func itemRow(it outboxapi.Item) string {
 	at := func(t *time.Time) string {
 		if t == nil {
@@ -110,8 +114,12 @@ func itemRow(it outboxapi.Item) string {
 	if trace == "" {
 		trace = "-"
 	}
-	return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", it.EventID, it.State, it.Attempts, at(it.NextAttemptAt),
-		at(it.LeaseDeadline), it.CommittedAt.UTC().Format(time.RFC3339), reason, trace)
+	failure := "-"
+	if f := it.LastFailure; f != nil {
+		failure = f.Class + "/" + f.Reason + " " + f.At.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s", it.EventID, it.State, it.Attempts, at(it.NextAttemptAt),
+		at(it.LeaseDeadline), it.CommittedAt.UTC().Format(time.RFC3339), reason, failure, it.Redrives, trace)
 }
 
 func newOutboxDeliveriesShowCommand() *cobra.Command {
@@ -143,7 +151,7 @@ was reclaimed).`,
 					return err
 				}
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "EVENT\tSTATE\tATTEMPTS\tNEXT ATTEMPT\tLEASE DEADLINE\tCOMMITTED\tREASON\tTRACE")
+				fmt.Fprintln(tw, itemHeader)
 				fmt.Fprintln(tw, itemRow(*resp.Delivery))
 				return tw.Flush()
 			})

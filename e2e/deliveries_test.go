@@ -27,6 +27,12 @@ type deliveryItem struct {
 	LeaseDeadline    *time.Time `json:"lease_deadline"`
 	CommittedAt      time.Time  `json:"committed_at"`
 	DeadLetterReason string     `json:"dead_letter_reason"`
+	Redrives         int        `json:"redrives"`
+	LastFailure      *struct {
+		At     time.Time `json:"at"`
+		Class  string    `json:"class"`
+		Reason string    `json:"reason"`
+	} `json:"last_failure"`
 }
 
 type deliveriesPage struct {

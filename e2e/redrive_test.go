@@ -98,7 +98,7 @@ func exhaustByHand(t *testing.T, e *env) int {
 		must(t, err)
 	}
 	for _, in := range ins {
-		_, err := db.DeadLetter(ctx, in, "attempts_exhausted")
+		_, err := db.DeadLetter(ctx, in, "attempts_exhausted", primary.Failure{At: time.Now(), Class: "unavailable", Reason: "destination_unavailable"})
 		must(t, err)
 	}
 	return len(ins)
@@ -133,8 +133,11 @@ func TestRedriveDeadLetters(t *testing.T) {
 	reasons := map[string]string{}
 	for _, it := range dead.Deliveries {
 		reasons[it.EventID] = it.DeadLetterReason
-		if it.Attempts < 1 {
-			t.Fatalf("dead letter without an attempt: %+v", it)
+		if it.Attempts < 1 || it.LastFailure == nil || it.LastFailure.At.IsZero() {
+			t.Fatalf("dead letter without an attempt or its last failure: %+v", it)
+		}
+		if want := map[string]string{"identity_conflict": "conflict", "attempts_exhausted": "unavailable"}[it.DeadLetterReason]; it.LastFailure.Class != want {
+			t.Fatalf("dead letter %s (%s): last failure %+v, want class %s", it.EventID, it.DeadLetterReason, *it.LastFailure, want)
 		}
 	}
 	if len(dead.Deliveries) != 6 || reasons[events[0]] != "identity_conflict" || reasons[exhausted[4]] != "attempts_exhausted" {

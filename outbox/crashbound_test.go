@@ -112,13 +112,13 @@ func (m *walModel) Renew(ctx context.Context, in primary.Intent, lease time.Time
 	return out, err
 }
 
-func (m *walModel) Retry(ctx context.Context, in primary.Intent, at time.Time) (out primary.Intent, err error) {
-	err = m.synced(func() (err error) { out, err = m.recordingSource.Retry(ctx, in, at); return err })
+func (m *walModel) Retry(ctx context.Context, in primary.Intent, at time.Time, f primary.Failure) (out primary.Intent, err error) {
+	err = m.synced(func() (err error) { out, err = m.recordingSource.Retry(ctx, in, at, f); return err })
 	return out, err
 }
 
-func (m *walModel) DeadLetter(ctx context.Context, in primary.Intent, reason string) (out primary.Intent, err error) {
-	err = m.synced(func() (err error) { out, err = m.recordingSource.DeadLetter(ctx, in, reason); return err })
+func (m *walModel) DeadLetter(ctx context.Context, in primary.Intent, reason string, f primary.Failure) (out primary.Intent, err error) {
+	err = m.synced(func() (err error) { out, err = m.recordingSource.DeadLetter(ctx, in, reason, f); return err })
 	return out, err
 }
 

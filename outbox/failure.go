@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
 	"github.com/riffdb/riffdb/primary"
 )
@@ -26,6 +27,12 @@ func (p *pass) fail(err error) error {
 	p.halted = true
 	state, reason := healthOf(err)
 	p.res.Halted = reason
+	// The members this failure charges record it as their last failure.
+	class := deliverytype.ClassOf(marked(err))
+	if reason == deliverytype.ReasonNone {
+		reason = class.Reason()
+	}
+	p.failure = primary.Failure{At: p.now(), Class: class.String(), Reason: string(reason)}
 	if n, ok := MissingRecords(err); ok {
 		p.w.health.missing(n)
 	}
@@ -58,7 +65,8 @@ func (p *pass) conflict(m primary.Intent) error {
 	p.w.health.conflict(p.now())
 	p.w.log.Error("archive holds different bytes under this event's identity; dead-lettering it",
 		zap.Stringer("event", m.Event))
-	return p.deadLetter(m, "identity_conflict")
+	return p.deadLetter(m, "identity_conflict", primary.Failure{At: p.now(), Class: deliverytype.Conflict.String(),
+		Reason: string(deliverytype.ReasonIdentityConflict)})
 }
 
 // retryRest applies retry to each member of rest, the claimed members of
@@ -101,13 +109,13 @@ func (p *pass) retryAll(rest []primary.Intent) error {
 }
 
 // retry schedules a claimed member for another attempt, or dead-letters it
-// when it has used every attempt.
+// when it has used every attempt, recording the pass's failure as its last.
 func (p *pass) retry(m primary.Intent) error {
 	if exhausted(m) {
-		return p.deadLetter(m, "attempts_exhausted")
+		return p.deadLetter(m, "attempts_exhausted", p.failure)
 	}
 	at := p.now().Add(RetryDelay)
-	if _, err := p.w.src.Retry(p.ctx, m, at); err != nil {
+	if _, err := p.w.src.Retry(p.ctx, m, at, p.failure); err != nil {
 		return fmt.Errorf("outbox: schedule retry: %w", err)
 	}
 	p.w.inst.retry(p.ctx, p.w.opts.Alias)
@@ -118,8 +126,10 @@ func (p *pass) retry(m primary.Intent) error {
 	return nil
 }
 
-func (p *pass) deadLetter(in primary.Intent, reason string) error {
-	if _, err := p.w.src.DeadLetter(p.ctx, in, reason); err != nil {
+// deadLetter dead-letters in for reason, recording failure (zero: keep
+// the one it has) as its last failure.
+func (p *pass) deadLetter(in primary.Intent, reason string, failure primary.Failure) error {
+	if _, err := p.w.src.DeadLetter(p.ctx, in, reason, failure); err != nil {
 		return fmt.Errorf("outbox: dead-letter: %w", err)
 	}
 	p.w.inst.deadLetter(p.ctx, p.w.opts.Alias, reason)

@@ -72,18 +72,18 @@ func (s *faultySource) Renew(ctx context.Context, in primary.Intent, lease time.
 	return s.recordingSource.Renew(ctx, in, lease)
 }
 
-func (s *faultySource) Retry(ctx context.Context, in primary.Intent, at time.Time) (primary.Intent, error) {
+func (s *faultySource) Retry(ctx context.Context, in primary.Intent, at time.Time, f primary.Failure) (primary.Intent, error) {
 	if err := s.inject("Retry"); err != nil {
 		return primary.Intent{}, err
 	}
-	return s.recordingSource.Retry(ctx, in, at)
+	return s.recordingSource.Retry(ctx, in, at, f)
 }
 
-func (s *faultySource) DeadLetter(ctx context.Context, in primary.Intent, reason string) (primary.Intent, error) {
+func (s *faultySource) DeadLetter(ctx context.Context, in primary.Intent, reason string, f primary.Failure) (primary.Intent, error) {
 	if err := s.inject("DeadLetter"); err != nil {
 		return primary.Intent{}, err
 	}
-	return s.recordingSource.DeadLetter(ctx, in, reason)
+	return s.recordingSource.DeadLetter(ctx, in, reason, f)
 }
 
 // failCall returns an injection that fails call number n with err.
@@ -124,7 +124,7 @@ func (b *bundle) postpone(t *testing.T, seq uint64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.db.Retry(context.Background(), cl[0], b.clock.Now().Add(time.Hour)); err != nil {
+		if _, err := b.db.Retry(context.Background(), cl[0], b.clock.Now().Add(time.Hour), primary.Failure{}); err != nil {
 			t.Fatal(err)
 		}
 		return

@@ -39,7 +39,8 @@ func (p *pass) page(page []primary.Intent) error {
 			if err := p.flush(flushFailure); err != nil || p.halted {
 				return err
 			}
-			if err := p.deadLetter(in, "attempts_exhausted"); err != nil {
+			// Its last failure is the one its last retry recorded.
+			if err := p.deadLetter(in, "attempts_exhausted", primary.Failure{}); err != nil {
 				return err
 			}
 			i++

@@ -101,6 +101,9 @@ type pass struct {
 	// next is the run claimed while the one before it is delivered, if any
 	// (see prepareNext).
 	next *claimAhead
+	// failure is the failure that halted the pass (fail), recorded as the
+	// last failure of the members it charges.
+	failure primary.Failure
 }
 
 func (p *pass) now() time.Time { return p.w.clock.Now() }

@@ -23,8 +23,10 @@ func TestRedrivenDeadLettersAreDelivered(t *testing.T) {
 	}
 	dead := b.intents(t)
 	for _, in := range dead {
-		if in.State != primary.IntentDeadLetter || in.DeadReason != "attempts_exhausted" {
-			t.Fatalf("after %d attempts: %+v", outbox.MaxAttempts, in)
+		f := in.LastFailure
+		if in.State != primary.IntentDeadLetter || in.DeadReason != "attempts_exhausted" ||
+			f.Class != "unavailable" || f.Reason != "destination_unavailable" || !f.At.Equal(b.clock.Now().Add(-outbox.RetryDelay)) {
+			t.Fatalf("after %d attempts: %+v, want a dead letter whose last failure is the last attempt's", outbox.MaxAttempts, in)
 		}
 	}
 	b.dst.acceptHook = nil
@@ -68,7 +70,7 @@ func TestRedrivenConflictIsADeadLetterAgain(t *testing.T) {
 	}
 	ins := b.intents(t)
 	if len(ins) != 1 || ins[0].State != primary.IntentDeadLetter || ins[0].DeadReason != "identity_conflict" ||
-		ins[0].Redrives != 1 || ins[0].Attempts != 1 {
+		ins[0].Redrives != 1 || ins[0].Attempts != 1 || ins[0].LastFailure.Class != "conflict" || ins[0].LastFailure.Reason != "identity_conflict" {
 		t.Fatalf("intents %+v, want 2.0 a dead letter again (identity_conflict, 1 redrive, 1 attempt)", ins)
 	}
 	if string(b.dst.records[key]) != "different bytes" {

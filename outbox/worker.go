@@ -54,8 +54,9 @@ type Source interface {
 	CompleteDeferred(ctx context.Context, members []primary.Intent) error
 	// Sync makes every write applied so far durable.
 	Sync(ctx context.Context) error
-	Retry(ctx context.Context, in primary.Intent, at time.Time) (primary.Intent, error)
-	DeadLetter(ctx context.Context, in primary.Intent, reason string) (primary.Intent, error)
+	// Retry and DeadLetter record the failure as the intent's last one.
+	Retry(ctx context.Context, in primary.Intent, at time.Time, failure primary.Failure) (primary.Intent, error)
+	DeadLetter(ctx context.Context, in primary.Intent, reason string, failure primary.Failure) (primary.Intent, error)
 	// Revivals changes whenever an operator's redrive returned dead
 	// letters to pending (primary.DB.Redrive); the worker then scans the
 	// leading dead letters again.

@@ -398,7 +398,7 @@ func TestRunEndsAtIntentNotDueInTheMiddle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.db.Retry(context.Background(), cl[0], b.clock.Now().Add(time.Hour)); err != nil {
+	if _, err := b.db.Retry(context.Background(), cl[0], b.clock.Now().Add(time.Hour), primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	b.src.claims = nil
@@ -679,7 +679,7 @@ func TestPassesSkipLeadingDeadLetters(t *testing.T) {
 	b := setup(t, 1<<30, 7) // small pages: the dead letters span several
 	b.commit(t, 20)
 	for _, in := range b.intents(t) {
-		if _, err := b.db.DeadLetter(context.Background(), in, "test"); err != nil {
+		if _, err := b.db.DeadLetter(context.Background(), in, "test", primary.Failure{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -698,7 +698,7 @@ func TestPassesSkipLeadingDeadLetters(t *testing.T) {
 	// while the live intent is there.
 	b.commit(t, 2)
 	all := b.intents(t)
-	if _, err := b.db.DeadLetter(context.Background(), all[len(all)-1], "test"); err != nil {
+	if _, err := b.db.DeadLetter(context.Background(), all[len(all)-1], "test", primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	b.src.scanned = 0

@@ -75,9 +75,23 @@ type Item struct {
 	// Redrives counts how often an operator redrove the event from
 	// dead_letter (POST …/outbox/dead-letters/retry); omitted when never.
 	Redrives uint32 `json:"redrives,omitempty"`
+	// LastFailure is the failure that ended the event's last unsuccessful
+	// attempt; omitted when none did.
+	LastFailure *Failure `json:"last_failure,omitempty"`
 	// TraceID is the trace of the command that committed the event, when
 	// that command was traced.
 	TraceID string `json:"trace_id,omitempty"`
+}
+
+// Failure is why a delivery attempt failed, in codes: its class
+// (unavailable, refused, capacity, conflict, stop) and its reason (the
+// outbox health reason it caused: destination_unavailable,
+// capacity_exhausted, identity_conflict, …). Never a message, a path or a
+// payload: the server's log has the error itself.
+type Failure struct {
+	At     time.Time `json:"at"`
+	Class  string    `json:"class"`
+	Reason string    `json:"reason"`
 }
 
 // ListResponse is the body of GET /v1/databases/{alias}/outbox/deliveries.
@@ -345,6 +359,9 @@ func itemOf(in primary.Intent) Item {
 	}
 	if in.State == primary.IntentDeadLetter {
 		it.DeadLetterReason = safeReason(in.DeadReason)
+	}
+	if f := in.LastFailure; !f.At.IsZero() {
+		it.LastFailure = &Failure{At: f.At.UTC(), Class: safeReason(f.Class), Reason: safeReason(f.Reason)}
 	}
 	return it
 }

@@ -157,7 +157,7 @@ func TestListPagesThroughTheIndexInEventOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.DeadLetter(context.Background(), claimed[0], "attempts_exhausted"); err != nil {
+	if _, err := db.DeadLetter(context.Background(), claimed[0], "attempts_exhausted", primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Complete(context.Background(), claimed[1:2]); err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -110,7 +111,7 @@ func deadLetter(t *testing.T, db *primary.DB, reason string, ids ...event.ID) {
 	}
 	for _, in := range all {
 		if slices.Contains(ids, in.Event) {
-			if _, err := db.DeadLetter(context.Background(), in, reason); err != nil {
+			if _, err := db.DeadLetter(context.Background(), in, reason, primary.Failure{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -304,5 +305,34 @@ func TestRedriveRefusesBadRequests(t *testing.T) {
 	}
 	if in := intentOf(t, db, event.ID{Seq: 1}); in.State != primary.IntentDeadLetter {
 		t.Fatalf("a refused request changed 1.0: %+v", in)
+	}
+}
+
+// TestItemsCarryTheLastFailure: an event whose attempt failed is looked up
+// with the failure's time, class and reason, in codes only (a reason that
+// is not a code is "other"); one that never failed has none.
+func TestItemsCarryTheLastFailure(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "o")
+	commit(t, db, 2)
+	s := serveRedrive(t, map[string]*primary.DB{"orders": db})
+	in := intentOf(t, db, event.ID{Seq: 1})
+	claimed, err := db.Claim(ctx, []primary.Intent{in}, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_800_000_000, 0).UTC()
+	if _, err := db.Retry(ctx, claimed[0], at, primary.Failure{At: at, Class: "unavailable", Reason: "destination_unavailable"}); err != nil {
+		t.Fatal(err)
+	}
+	var show outboxapi.ShowResponse
+	if code, eb := get(t, s.Server, "all", "/v1/databases/orders/outbox/deliveries/1.0", &show); code != http.StatusOK ||
+		show.Delivery == nil || show.Delivery.LastFailure == nil ||
+		*show.Delivery.LastFailure != (outboxapi.Failure{At: at, Class: "unavailable", Reason: "destination_unavailable"}) {
+		t.Fatalf("show 1.0: %d %+v %+v", code, show.Delivery, eb)
+	}
+	var other outboxapi.ShowResponse
+	if code, _ := get(t, s.Server, "all", "/v1/databases/orders/outbox/deliveries/2.0", &other); code != http.StatusOK || other.Delivery.LastFailure != nil {
+		t.Fatalf("show 2.0: %d %+v", code, other.Delivery)
 	}
 }

@@ -402,7 +402,7 @@ func readInfo(s *pebble.DB) (StoreInfo, error) {
 		return info, fmt.Errorf("primary: read key layout: %w", err)
 	}
 	if l, _ := decodeU64(v); !knownLayout(l) {
-		return info, fmt.Errorf("%w: the store's key layout is not version %d or %d", ErrIncompatible, layoutVersion, layoutRedriven)
+		return info, fmt.Errorf("%w: the store's key layout is not version %d or %d", ErrIncompatible, layoutVersion, layoutExtendedIntents)
 	}
 	if v, err = get(keyIncarnation); err != nil {
 		return info, fmt.Errorf("primary: read incarnation: %w", err)

@@ -49,18 +49,19 @@ var (
 // database is created. A store without it, or with a version this build
 // does not know, is not opened: its keys would be misread.
 //
-// layoutRedriven is the same layout with intents that may be of version 2
-// (intentVersionRedriven, for a redriven dead letter): the first redrive
-// moves the store to it in its own batch (redrive.go), so that a build that
-// knows only intents of version 1 refuses the store as incompatible instead
-// of reading a redriven intent as damage.
+// layoutExtendedIntents is the same layout with intents that may be of
+// version 2 (intentVersionExtended: an intent with a recorded failure or
+// redriven from dead_letter). The first write of such an intent moves the
+// store to it in the same batch (casRewrite, casRedrive), so that a build
+// that knows only intents of version 1 refuses the store as incompatible
+// instead of reading the new intents as damage.
 const (
-	layoutVersion  = 2
-	layoutRedriven = 3
+	layoutVersion         = 2
+	layoutExtendedIntents = 3
 )
 
 // knownLayout reports whether this build reads the key layout l.
-func knownLayout(l uint64) bool { return l == layoutVersion || l == layoutRedriven }
+func knownLayout(l uint64) bool { return l == layoutVersion || l == layoutExtendedIntents }
 
 // commitPrefix is the first key of commit seq's records.
 func commitPrefix(seq uint64) []byte {
@@ -190,14 +191,17 @@ func (r *reader) done() bool { return !r.bad && len(r.b) == 0 }
 
 const (
 	intentVersion         = 1
-	intentVersionRedriven = 2
+	intentVersionExtended = 2
 )
 
 // encodeIntent encodes the mutable delivery state of one event:
 // version(1) ‖ state(1) ‖ attempts(4) ‖ nextAttempt(8) ‖ leaseDeadline(8) ‖
 // committedAt(8) ‖ encodedLen(4) ‖ tpLen(1) ‖ traceparent ‖ reasonLen(2) ‖ reason,
-// and, for an event redriven at least once (version 2 only), ‖ redrives(4).
-// Times are Unix nanoseconds, 0 for the zero time.
+// and, for an event with a recorded failure or redriven at least once
+// (version 2 only), ‖ redrives(4) ‖ failedAt(8) ‖ classLen(1) ‖ class ‖
+// failReasonLen(1) ‖ failReason. Times are Unix nanoseconds, 0 for the zero
+// time. An intent that never failed keeps version 1, the bytes every build
+// reads.
 func encodeIntent(in Intent) []byte {
 	tp := in.TraceParent
 	if len(tp) > maxTraceParentLen {
@@ -209,8 +213,10 @@ func encodeIntent(in Intent) []byte {
 	}
 	b := make([]byte, 0, 36+len(tp)+2+len(reason)+4)
 	version := byte(intentVersion)
-	if in.Redrives > 0 {
-		version = intentVersionRedriven
+	f := in.LastFailure
+	if in.Redrives > 0 || !f.At.IsZero() {
+		version = intentVersionExtended
+		f.Class, f.Reason = clip(f.Class, MaxFailureCodeLen), clip(f.Reason, MaxFailureCodeLen)
 	}
 	b = append(b, version, byte(in.State))
 	b = binary.BigEndian.AppendUint32(b, in.Attempts)
@@ -222,17 +228,28 @@ func encodeIntent(in Intent) []byte {
 	b = append(b, tp...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
 	b = append(b, reason...)
-	if version == intentVersionRedriven {
+	if version == intentVersionExtended {
 		b = binary.BigEndian.AppendUint32(b, in.Redrives)
+		b = appendTime(b, f.At)
+		b = append(append(b, byte(len(f.Class))), f.Class...)
+		b = append(append(b, byte(len(f.Reason))), f.Reason...)
 	}
 	return b
+}
+
+// clip returns s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // decodeIntent decodes an intent value for the event id.
 func decodeIntent(id event.ID, v []byte) (Intent, error) {
 	r := reader{b: v}
 	version := r.u8()
-	if version != intentVersion && version != intentVersionRedriven {
+	if version != intentVersion && version != intentVersionExtended {
 		return Intent{}, fmt.Errorf("%w: intent version", ErrCorrupt)
 	}
 	in := Intent{Event: id, State: IntentState(r.u8())}
@@ -248,9 +265,16 @@ func decodeIntent(id event.ID, v []byte) (Intent, error) {
 		return Intent{}, fmt.Errorf("%w: intent reason length", ErrCorrupt)
 	}
 	in.DeadReason = string(r.take(rl))
-	if version == intentVersionRedriven {
-		if in.Redrives = r.u32(); in.Redrives == 0 {
-			return Intent{}, fmt.Errorf("%w: intent redrives", ErrCorrupt)
+	if version == intentVersionExtended {
+		in.Redrives = r.u32()
+		in.LastFailure.At = readTime(r.u64())
+		in.LastFailure.Class = string(r.take(int(r.u8())))
+		in.LastFailure.Reason = string(r.take(int(r.u8())))
+		if in.Redrives == 0 && in.LastFailure.At.IsZero() {
+			return Intent{}, fmt.Errorf("%w: intent of version 2 with neither redrives nor a failure", ErrCorrupt)
+		}
+		if len(in.LastFailure.Class) > MaxFailureCodeLen || len(in.LastFailure.Reason) > MaxFailureCodeLen {
+			return Intent{}, fmt.Errorf("%w: intent failure length", ErrCorrupt)
 		}
 	}
 	if !r.done() || in.State > IntentDeadLetter || n > 1<<30 {

@@ -244,12 +244,12 @@ func TestCountMatchesIndexProperty(t *testing.T) {
 				}
 			},
 			"retry": func(rt *rapid.T) {
-				if _, err := db.Retry(ctx, pick(rt, primary.IntentDelivering)[0], now); err != nil {
+				if _, err := db.Retry(ctx, pick(rt, primary.IntentDelivering)[0], now, primary.Failure{}); err != nil {
 					rt.Fatal(err)
 				}
 			},
 			"dead": func(rt *rapid.T) {
-				if _, err := db.DeadLetter(ctx, pick(rt, primary.IntentPending, primary.IntentDelivering)[0], "x"); err != nil {
+				if _, err := db.DeadLetter(ctx, pick(rt, primary.IntentPending, primary.IntentDelivering)[0], "x", primary.Failure{}); err != nil {
 					rt.Fatal(err)
 				}
 			},

@@ -350,7 +350,7 @@ func (db *DB) load() error {
 		return fmt.Errorf("primary: read key layout: %w", err)
 	}
 	if db.layout, _ = decodeU64(v); !knownLayout(db.layout) {
-		return fmt.Errorf("%w: the store's key layout is not version %d or %d (a pre-release build created it, or a newer one changed it); it cannot be opened", ErrIncompatible, layoutVersion, layoutRedriven)
+		return fmt.Errorf("%w: the store's key layout is not version %d or %d (a pre-release build created it, or a newer one changed it); it cannot be opened", ErrIncompatible, layoutVersion, layoutExtendedIntents)
 	}
 	if v, err = db.get(keyIncarnation); err != nil {
 		return fmt.Errorf("primary: read incarnation: %w", err)

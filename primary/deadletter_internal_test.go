@@ -42,7 +42,7 @@ func intentsOf(t *testing.T, db *DB, seq uint64) []Intent {
 func deadLetterAll(t *testing.T, db *DB, ins []Intent) {
 	t.Helper()
 	for _, in := range ins {
-		if _, err := db.DeadLetter(context.Background(), in, "attempts_exhausted"); err != nil {
+		if _, err := db.DeadLetter(context.Background(), in, "attempts_exhausted", Failure{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -46,11 +46,50 @@ type Intent struct {
 	EncodedLen    int       // len of the stored event's exact bytes
 	DeadReason    string    // DeadLetter only
 	Redrives      uint32    // how often an operator redrove it from dead_letter (redrive.go)
+	// LastFailure is the failure that ended its last unsuccessful attempt
+	// (zero: none since it was committed).
+	LastFailure Failure
+}
+
+// Failure is why a delivery attempt failed, in codes only (never a message,
+// a path or a payload): the failure's class (unavailable, refused,
+// capacity, conflict, stop) and its health reason (destination_unavailable,
+// identity_conflict, …), each at most MaxFailureCodeLen bytes of [a-z_].
+type Failure struct {
+	At     time.Time
+	Class  string
+	Reason string
+}
+
+// MaxFailureCodeLen bounds a Failure's Class and Reason.
+const MaxFailureCodeLen = 64
+
+// failureCode returns s when it is a code of [a-z_] of at most
+// MaxFailureCodeLen bytes, and "other" otherwise.
+func failureCode(s string) string {
+	if s == "" || len(s) > MaxFailureCodeLen {
+		return "other"
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return "other"
+		}
+	}
+	return s
+}
+
+// withFailure records f as in's last failure, unless f is zero.
+func withFailure(in Intent, f Failure) Intent {
+	if !f.At.IsZero() {
+		in.LastFailure = Failure{At: f.At, Class: failureCode(f.Class), Reason: failureCode(f.Reason)}
+	}
+	return in
 }
 
 // sameState reports whether two intents hold the same mutable state.
 func sameState(a, b Intent) bool {
 	return a.Event == b.Event && a.State == b.State && a.Attempts == b.Attempts &&
 		sameTime(a.NextAttempt, b.NextAttempt) && sameTime(a.LeaseDeadline, b.LeaseDeadline) &&
-		a.DeadReason == b.DeadReason && a.Redrives == b.Redrives
+		a.DeadReason == b.DeadReason && a.Redrives == b.Redrives && a.LastFailure.Class == b.LastFailure.Class &&
+		a.LastFailure.Reason == b.LastFailure.Reason && sameTime(a.LastFailure.At, b.LastFailure.At)
 }

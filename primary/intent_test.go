@@ -43,13 +43,13 @@ func TestIntentTransitions(t *testing.T) {
 	if _, err := db.Renew(ctx, a, lease); !errors.Is(err, primary.ErrConflict) {
 		t.Fatalf("renew pending: %v", err)
 	}
-	if _, err := db.Retry(ctx, a, lease); !errors.Is(err, primary.ErrConflict) {
+	if _, err := db.Retry(ctx, a, lease, primary.Failure{}); !errors.Is(err, primary.ErrConflict) {
 		t.Fatalf("retry pending: %v", err)
 	}
 	if err := db.Complete(ctx, []primary.Intent{a}); !errors.Is(err, primary.ErrConflict) {
 		t.Fatalf("complete stale: %v", err)
 	}
-	if _, err := db.DeadLetter(ctx, a, "x"); !errors.Is(err, primary.ErrConflict) {
+	if _, err := db.DeadLetter(ctx, a, "x", primary.Failure{}); !errors.Is(err, primary.ErrConflict) {
 		t.Fatalf("dead-letter stale: %v", err)
 	}
 	// Claim is all or nothing: one stale member refuses the whole group.
@@ -67,7 +67,7 @@ func TestIntentTransitions(t *testing.T) {
 	}
 	// Retry → retry_scheduled; a delivering intent may be re-claimed (expired lease).
 	at := bu.clock.Now().Add(time.Second)
-	rt, err := db.Retry(ctx, ra, at)
+	rt, err := db.Retry(ctx, ra, at, primary.Failure{})
 	if err != nil || rt.State != primary.IntentRetryScheduled || !rt.NextAttempt.Equal(at) || !rt.LeaseDeadline.IsZero() || rt.Attempts != 1 {
 		t.Fatalf("retry = %+v, %v", rt, err)
 	}
@@ -76,7 +76,7 @@ func TestIntentTransitions(t *testing.T) {
 		t.Fatalf("re-claim = %+v, %v", re, err)
 	}
 	// Dead letter from delivering; dead letters cannot be claimed, retried or completed.
-	dl, err := db.DeadLetter(ctx, re[0], "refused")
+	dl, err := db.DeadLetter(ctx, re[0], "refused", primary.Failure{})
 	if err != nil || dl.State != primary.IntentDeadLetter || dl.DeadReason != "refused" || dl.Attempts != 2 {
 		t.Fatalf("dead letter = %+v, %v", dl, err)
 	}
@@ -86,7 +86,7 @@ func TestIntentTransitions(t *testing.T) {
 	if err := db.Complete(ctx, []primary.Intent{dl}); !errors.Is(err, primary.ErrConflict) {
 		t.Fatalf("complete dead letter: %v", err)
 	}
-	if _, err := db.DeadLetter(ctx, dl, "again"); !errors.Is(err, primary.ErrConflict) {
+	if _, err := db.DeadLetter(ctx, dl, "again", primary.Failure{}); !errors.Is(err, primary.ErrConflict) {
 		t.Fatalf("dead-letter twice: %v", err)
 	}
 	// Complete is all or nothing and lowers the count.
@@ -109,7 +109,7 @@ func TestIntentTransitions(t *testing.T) {
 	// A pending intent can be dead-lettered directly (exhausted attempts).
 	exec(t, db, "place_order", `{"order_id":"z","amount_cents":1}`, "")
 	p := allIntents(t, db)[1]
-	if _, err := db.DeadLetter(ctx, p, "exhausted"); err != nil {
+	if _, err := db.DeadLetter(ctx, p, "exhausted", primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	db2 := reopen(t, db, bu)

@@ -36,7 +36,7 @@ func TestLookupDelivery(t *testing.T) {
 	if got := check(a.Event, primary.EventUndelivered, primary.IntentDelivering); got.Attempts != 1 || !got.LeaseDeadline.Equal(lease) {
 		t.Fatalf("delivering: %+v", got)
 	}
-	if _, err := db.DeadLetter(ctx, claimed[1], "attempts_exhausted"); err != nil {
+	if _, err := db.DeadLetter(ctx, claimed[1], "attempts_exhausted", primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := check(b.Event, primary.EventUndelivered, primary.IntentDeadLetter); got.DeadReason != "attempts_exhausted" {

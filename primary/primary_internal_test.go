@@ -339,7 +339,7 @@ func TestScanStartsAtTheLowWaterMark(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.DeadLetter(ctx, c[0], "attempts_exhausted"); err != nil {
+		if _, err := db.DeadLetter(ctx, c[0], "attempts_exhausted", Failure{}); err != nil {
 			t.Fatal(err)
 		}
 	}

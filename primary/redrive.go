@@ -172,13 +172,13 @@ func (db *DB) casRedrive(ids []event.ID, reason string) ([]Redriven, []RedriveRe
 	if len(redriven) == 0 {
 		return nil, refused, nil
 	}
-	if db.layout != layoutRedriven {
-		_ = b.Set(keyLayout, encodeU64(layoutRedriven), nil)
+	if db.layout != layoutExtendedIntents {
+		_ = b.Set(keyLayout, encodeU64(layoutExtendedIntents), nil)
 	}
 	if err := db.applyLocked(b, pebble.Sync); err != nil {
 		return nil, nil, db.writeFailed(err)
 	}
-	db.layout = layoutRedriven
+	db.layout = layoutExtendedIntents
 	revived := make([]event.ID, len(redriven))
 	for i, in := range redriven {
 		revived[i] = in.Event

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -85,8 +86,8 @@ func TestRedriveRevivesDeadLettersBelowTheLiveFloor(t *testing.T) {
 	if got := intentsOf(t, db, 2); got[1].Redrives != 1 || got[0].Redrives != 0 {
 		t.Fatalf("after reopening: %+v", got)
 	}
-	if l := layoutOf(t, db); l != layoutRedriven {
-		t.Fatalf("key layout %d after a redrive, want %d", l, layoutRedriven)
+	if l := layoutOf(t, db); l != layoutExtendedIntents {
+		t.Fatalf("key layout %d after a redrive, want %d", l, layoutExtendedIntents)
 	}
 
 	// Deliver the revived ones: the dead letters left are 1.0, 1.1, 2.0,
@@ -117,7 +118,7 @@ func TestRedriveRefusesWhatIsNotItsDeadLetter(t *testing.T) {
 	defer db.Close()
 	commitN(t, db, 3)
 	deliver(t, db, intentsOf(t, db, 1))
-	if _, err := db.DeadLetter(ctx, intentsOf(t, db, 2)[0], "identity_conflict"); err != nil {
+	if _, err := db.DeadLetter(ctx, intentsOf(t, db, 2)[0], "identity_conflict", Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	deadLetterAll(t, db, intentsOf(t, db, 2)[1:])
@@ -237,37 +238,91 @@ func TestRedriveIsDurableWhenItReturns(t *testing.T) {
 			t.Fatalf("after the crash %+v, want pending with one redrive", in)
 		}
 	}
-	if l := layoutOf(t, db); l != layoutRedriven {
+	if l := layoutOf(t, db); l != layoutExtendedIntents {
 		t.Fatalf("key layout %d", l)
 	}
 }
 
-// TestIntentCodecRedrives: an intent never redriven keeps version 1 (the
-// bytes every earlier build wrote and reads); a redriven one is version 2
-// with its count; version 2 with a count of 0, or a truncated count, is
-// corrupt.
-func TestIntentCodecRedrives(t *testing.T) {
+// TestIntentCodecExtended: an intent that never failed and was never
+// redriven keeps version 1 (the bytes every earlier build wrote and reads);
+// one with a recorded failure or a redrive is version 2 and round-trips;
+// version 2 with neither, with a code longer than MaxFailureCodeLen, or
+// truncated is corrupt.
+func TestIntentCodecExtended(t *testing.T) {
 	id := event.ID{Seq: 4, Pos: 2}
 	plain := Intent{Event: id, State: IntentPending, Attempts: 3, EncodedLen: 9}
 	if v := encodeIntent(plain); v[0] != intentVersion {
-		t.Fatalf("version %d for an intent never redriven", v[0])
+		t.Fatalf("version %d for an intent never failed nor redriven", v[0])
 	}
+	failed := plain
+	failed.LastFailure = Failure{At: time.Unix(1_800_000_000, 5), Class: "unavailable", Reason: "destination_unavailable"}
 	redriven := plain
 	redriven.Redrives = 7
+	both := failed
+	both.Redrives = 2
+	for name, in := range map[string]Intent{"failed": failed, "redriven": redriven, "both": both} {
+		v := encodeIntent(in)
+		if v[0] != intentVersionExtended {
+			t.Fatalf("%s: version %d", name, v[0])
+		}
+		got, err := decodeIntent(id, v)
+		if err != nil || !sameState(got, in) {
+			t.Fatalf("%s: decoded %+v, %v", name, got, err)
+		}
+	}
 	v := encodeIntent(redriven)
-	if v[0] != intentVersionRedriven {
-		t.Fatalf("version %d for a redriven intent", v[0])
-	}
-	got, err := decodeIntent(id, v)
-	if err != nil || !sameState(got, redriven) {
-		t.Fatalf("decoded %+v, %v", got, err)
-	}
-	zero := append([]byte{}, v...)
-	copy(zero[len(zero)-4:], []byte{0, 0, 0, 0})
-	for name, b := range map[string][]byte{"zero redrives": zero, "truncated": v[:len(v)-2]} {
+	neither := append([]byte{}, v...)
+	copy(neither[len(neither)-4-8-2:], make([]byte, 4)) // redrives 0, no failure
+	long := encodeIntent(failed)
+	long[len(long)-len("destination_unavailable")-1] = MaxFailureCodeLen + 1
+	long = append(long, make([]byte, MaxFailureCodeLen+1-len("destination_unavailable"))...)
+	for name, b := range map[string][]byte{"neither": neither, "truncated": v[:len(v)-2], "code too long": long} {
 		if _, err := decodeIntent(id, b); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("%s: %v, want ErrCorrupt", name, err)
 		}
+	}
+}
+
+// TestFailuresAreRecordedAndMoveTheLayout: Retry and DeadLetter record the
+// failure given (codes only: anything else is "other"); a claim and a
+// redrive keep it; a zero failure keeps the one recorded; the first
+// failure recorded moves the store to the extended key layout.
+func TestFailuresAreRecordedAndMoveTheLayout(t *testing.T) {
+	ctx := context.Background()
+	db := openInternal(t, vfs.NewMem())
+	defer db.Close()
+	commitN(t, db, 1)
+	if l := layoutOf(t, db); l != layoutVersion {
+		t.Fatalf("a new store's layout %d", l)
+	}
+	in := intentsOf(t, db, 1)[0]
+	claimed, err := db.Claim(ctx, []Intent{in}, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_800_000_000, 0)
+	r, err := db.Retry(ctx, claimed[0], at, Failure{At: at, Class: "unavailable", Reason: "/var/lib/riffdb: no such file"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Failure{At: at, Class: "unavailable", Reason: "other"}
+	if r.LastFailure != want || intentsOf(t, db, 1)[0].LastFailure != want {
+		t.Fatalf("recorded %+v, want %+v", r.LastFailure, want)
+	}
+	if l := layoutOf(t, db); l != layoutExtendedIntents {
+		t.Fatalf("layout %d after the first recorded failure", l)
+	}
+	claimed, err = db.Claim(ctx, []Intent{r}, time.Now().Add(time.Minute))
+	if err != nil || claimed[0].LastFailure != want {
+		t.Fatalf("claimed %+v, %v: the claim dropped the last failure", claimed, err)
+	}
+	dead, err := db.DeadLetter(ctx, claimed[0], "attempts_exhausted", Failure{})
+	if err != nil || dead.LastFailure != want {
+		t.Fatalf("dead letter %+v, %v: a zero failure replaced the last one", dead, err)
+	}
+	got, _, err := db.Redrive(ctx, []event.ID{dead.Event}, "")
+	if err != nil || got[0].LastFailure != want {
+		t.Fatalf("redriven %+v, %v", got, err)
 	}
 }
 

@@ -27,7 +27,7 @@ func TestReleaseTakesBackTheClaimsAttempt(t *testing.T) {
 	}
 	// b is retried once, then both are claimed again: a at its 2nd
 	// attempt from delivering (an abandoned lease), b from retry_scheduled.
-	rb, err := db.Retry(ctx, first[1], bu.clock.Now())
+	rb, err := db.Retry(ctx, first[1], bu.clock.Now(), primary.Failure{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestPruneRespectsLowWaterMark(t *testing.T) {
 	if err := db.Complete(ctx, []primary.Intent{cl[0], cl[2]}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.DeadLetter(ctx, cl[1], "refused"); err != nil {
+	if _, err := db.DeadLetter(ctx, cl[1], "refused", primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	retained, reclaimable := db.HistoryUsage()

@@ -62,12 +62,14 @@ func (db *DB) Renew(ctx context.Context, in Intent, lease time.Time) (Intent, er
 	})
 }
 
-// Retry moves a delivering intent to retry_scheduled, due at `at`.
-func (db *DB) Retry(ctx context.Context, in Intent, at time.Time) (Intent, error) {
+// Retry moves a delivering intent to retry_scheduled, due at `at`, and
+// records failure (unless zero) as its last failure.
+func (db *DB) Retry(ctx context.Context, in Intent, at time.Time, failure Failure) (Intent, error) {
 	return db.one(ctx, in, func(in Intent) (Intent, bool) {
 		if in.State != IntentDelivering {
 			return in, false
 		}
+		in = withFailure(in, failure)
 		in.State = IntentRetryScheduled
 		in.NextAttempt = at
 		in.LeaseDeadline = time.Time{}
@@ -75,9 +77,11 @@ func (db *DB) Retry(ctx context.Context, in Intent, at time.Time) (Intent, error
 	})
 }
 
-// DeadLetter moves an intent in any non-dead state to dead_letter. Dead
-// letters stay undelivered (counted, and fencing retention).
-func (db *DB) DeadLetter(ctx context.Context, in Intent, reason string) (Intent, error) {
+// DeadLetter moves an intent in any non-dead state to dead_letter and
+// records failure (unless zero) as its last failure. Dead letters stay
+// undelivered (counted, and fencing retention) until an operator redrives
+// them (redrive.go).
+func (db *DB) DeadLetter(ctx context.Context, in Intent, reason string, failure Failure) (Intent, error) {
 	if len(reason) > MaxDeadReasonLen {
 		reason = reason[:MaxDeadReasonLen]
 	}
@@ -85,6 +89,7 @@ func (db *DB) DeadLetter(ctx context.Context, in Intent, reason string) (Intent,
 		if in.State == IntentDeadLetter {
 			return in, false
 		}
+		in = withFailure(in, failure)
 		in.State = IntentDeadLetter
 		in.DeadReason = reason
 		in.LeaseDeadline = time.Time{}
@@ -203,11 +208,20 @@ func (db *DB) casRewrite(members []Intent, next func(Intent) (Intent, bool), opt
 	}
 	b := db.store.NewBatch()
 	defer b.Close()
+	upgrade := false
 	for i, k := range keys {
-		_ = b.Set(k, encodeIntent(out[i]), nil)
+		v := encodeIntent(out[i])
+		upgrade = upgrade || v[0] != intentVersion
+		_ = b.Set(k, v, nil)
+	}
+	if upgrade = upgrade && db.layout != layoutExtendedIntents; upgrade {
+		_ = b.Set(keyLayout, encodeU64(layoutExtendedIntents), nil)
 	}
 	if err := db.applyLocked(b, opts); err != nil {
 		return nil, db.writeFailed(err)
+	}
+	if upgrade {
+		db.layout = layoutExtendedIntents
 	}
 	// The index learns of new dead letters once they are applied (and so
 	// visible to scans), never before: its live floor may lag, never lead.

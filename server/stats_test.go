@@ -275,10 +275,10 @@ func TestPendingFollowsTheIndex(t *testing.T) {
 	if got := pending(); got != 4 {
 		t.Fatalf("active deliveries must count: %v", got)
 	}
-	if _, err := db.Retry(ctx, claimed[0], time.Now().Add(time.Hour)); err != nil {
+	if _, err := db.Retry(ctx, claimed[0], time.Now().Add(time.Hour), primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.DeadLetter(ctx, claimed[1], "test"); err != nil {
+	if _, err := db.DeadLetter(ctx, claimed[1], "test", primary.Failure{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := pending(); got != 4 {
