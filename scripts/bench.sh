@@ -44,6 +44,8 @@ run -bench '^BenchmarkDelivery$' -benchtime 5x ./bench/
 run -bench '^BenchmarkDeliveryLatency$' -benchtime 1x -count 3 ./bench/
 # 4. GET /v1/stats at 100 and 1,000,000 pending intents.
 run -bench '^BenchmarkStats$' -benchtime 3000x ./bench/
+#    A page of the deliveries listing at 100 and 1,000,000 undelivered events.
+run -bench '^BenchmarkDeliveriesPage$' -benchtime 300x ./bench/
 # 6. Dead letters at scale: 100,000 dead letters at the bottom of the
 #    undelivered index against a clean database, interleaved in rounds:
 #    burst delivery, trickle commit→archived lag, GET /v1/stats latency.

@@ -214,6 +214,17 @@ func report(r results) []row {
 		infoRow("4 stats", "GET /v1/stats p99, 100 pending", "ms", q100),
 		ratioRow("4 stats", "GET /v1/stats p99, 1M pending", "ms", q1m, "p99, 100 pending", q100, 1.5, false),
 	)
+	// 4b. A page of the deliveries listing (interleaved: 100 against
+	// 1,000,000 undelivered events; the sum of three pages' p50s).
+	const dp = "bench.DeliveriesPage"
+	rows = append(rows,
+		infoRow("4 stats", "deliveries page p50 (first), 100 undelivered", "ms", r.get(dp, "first_100_p50_ms")),
+		infoRow("4 stats", "deliveries page p50 (first), 1M undelivered", "ms", r.get(dp, "first_1000000_p50_ms")),
+		pairedRow("4 stats", "deliveries pages p50 (first, next, filtered), 1M", "ms",
+			r.get(dp, "first_1000000_p50_ms")+r.get(dp, "next_1000000_p50_ms")+r.get(dp, "dead_letter_1000000_p50_ms"),
+			"the same at 100", r.get(dp, "first_100_p50_ms")+r.get(dp, "next_100_p50_ms")+r.get(dp, "dead_letter_100_p50_ms"),
+			r.get(dp, "large_vs_small"), 1.5, false),
+	)
 	// 5. Tracing overhead (interleaved variants of the delivery benchmark).
 	rows = append(rows,
 		pairedRow("5 tracing", "delivered, sampling 1, no export", "events/s", on, "tracing off", off, r.get(d, "trace_vs_off"), 0.9, true),

@@ -27,6 +27,7 @@ BenchmarkDelivery-2  3  8e9 ns/op  3000 off_events/s  2700 trace_events/s  2400 
 BenchmarkStats
 BenchmarkStats/pending=100-2     2000  68789 ns/op  0.040 p50_ms  0.5 p99_ms  100 pending
 BenchmarkStats/pending=1000000-2 2000  68789 ns/op  0.080 p50_ms  0.6 p99_ms  1000000 pending
+BenchmarkDeliveriesPage-2  300  1723274 ns/op  0.19 dead_letter_1000000_p50_ms  0.14 dead_letter_100_p50_ms  0.28 first_1000000_p50_ms  0.28 first_100_p50_ms  1.07 large_vs_small  0.26 next_1000000_p50_ms  0.26 next_100_p50_ms
 BenchmarkStartup-2  15  1e9 ns/op  60 ms/start@10000  30 min_ms/start@10000  40 ms/start@1000000  33 min_ms/start@1000000  0.667 ratio@1000000  1.1 min_ratio@1000000
 BenchmarkDeadLetters-2  3  1e9 ns/op  1000 clean_events/s  950 dead_events/s  0.95 dead_vs_clean  0.1 clean_stats_p50_ms  0.1 dead_stats_p50_ms  1 stats_p50_dead_vs_clean
 BenchmarkFastDrain/n=1-2  1  1e9 ns/op  30000 delivered_events/s  75000 spec_chain_events/s  0.4 delivered_vs_spec_chain  42 cpu_us/event  18 spec_chain_cpu_us/event  11000 commits/s  170 cpu_us/commit
