@@ -14,6 +14,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -29,14 +31,17 @@ type redriveServer struct {
 	*httptest.Server
 	reader *sdkmetric.ManualReader
 	logs   *observer.ObservedLogs
+	spans  *tracetest.SpanRecorder
 }
 
 func serveRedrive(t *testing.T, dbs map[string]*primary.DB) *redriveServer {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	core, logs := observer.New(zap.InfoLevel)
+	spans := tracetest.NewSpanRecorder()
 	a := outboxapi.New(outboxapi.Options{Auth: auth, Logger: zap.New(core),
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
+		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 		Database: func(alias string) (*primary.DB, bool) {
 			db, ok := dbs[alias]
 			return db, ok
@@ -44,7 +49,7 @@ func serveRedrive(t *testing.T, dbs map[string]*primary.DB) *redriveServer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/databases/{alias}/outbox/deliveries/{event_id}", a.HandleShow)
 	mux.HandleFunc("POST /v1/databases/{alias}/outbox/dead-letters/retry", a.HandleRedrive)
-	s := &redriveServer{Server: httptest.NewServer(mux), reader: reader, logs: logs}
+	s := &redriveServer{Server: httptest.NewServer(mux), reader: reader, logs: logs, spans: spans}
 	t.Cleanup(s.Close)
 	return s
 }
@@ -209,6 +214,19 @@ func TestRedriveByIDsAndByReason(t *testing.T) {
 	}
 	if strings.Contains(raw, "manage") {
 		t.Fatalf("the response holds the token: %s", raw)
+	}
+	var traced []string
+	for _, sp := range s.spans.Ended() {
+		if sp.Name() == "riffdb.outbox.dead_letters.retry" {
+			for _, kv := range sp.Attributes() {
+				if kv.Key == "riffdb.outbox.redrive.redriven" {
+					traced = append(traced, kv.Value.Emit())
+				}
+			}
+		}
+	}
+	if !slices.Equal(traced, []string{"2"}) {
+		t.Fatalf("redrive spans with their redriven counts: %v, want one with 2", traced)
 	}
 
 	code, out, eb, _ = s.post(t, "manage", "orders", `{"reason":"exhausted"}`)
