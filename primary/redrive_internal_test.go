@@ -160,9 +160,10 @@ func TestRedriveRefusesWhatIsNotItsDeadLetter(t *testing.T) {
 	}
 }
 
-// TestConcurrentRedrivesRedriveEachEventOnce: redrives racing each other,
-// and the claims of a worker racing them, never redrive an event twice:
-// every dead letter is redriven by exactly one of them, once.
+// TestConcurrentRedrivesRedriveEachEventOnce: four redrives racing each
+// other over the same dead letters never redrive an event twice: every
+// dead letter is redriven by exactly one of them, once. (The worker racing
+// them is e2e/TestRedrivesRaceTheWorkerAndSIGKILL.)
 func TestConcurrentRedrivesRedriveEachEventOnce(t *testing.T) {
 	ctx := context.Background()
 	db := openInternal(t, vfs.NewMem())
