@@ -153,6 +153,14 @@ func (d *rawDatabase) build(alias, prefix string) (Database, error) {
 func (o *rawOutbox) build() *Outbox {
 	out := &Outbox{Kind: o.Kind, Directory: o.Directory, QuotaEncodedBytes: o.QuotaEncodedBytes,
 		ScrubPagesPerSecond: DefaultScrubPagesPerSecond}
+	if o.MaxDeliveryAttempts != nil {
+		// Out of range (kept as -1 below 1) is refused by Validate, which
+		// names the option.
+		out.MaxDeliveryAttempts = int(min(*o.MaxDeliveryAttempts, MaxDeliveryAttempts+1))
+		if out.MaxDeliveryAttempts < 1 {
+			out.MaxDeliveryAttempts = -1
+		}
+	}
 	if o.ScrubPagesPerSecond != nil {
 		// Out-of-range values are refused by Validate, which names the
 		// option; clamp only what an int cannot hold.

@@ -40,6 +40,9 @@ const (
 	DefaultScrubPagesPerSecond = 4
 	// MaxScrubPagesPerSecond bounds scrub_pages_per_second.
 	MaxScrubPagesPerSecond = 256
+	// MaxDeliveryAttempts is max_delivery_attempts' default and its upper
+	// bound: DESIGN's budget of 32 attempts (outbox.MaxAttempts).
+	MaxDeliveryAttempts = 32
 	// DefaultFullValidationInterval is full_validation_interval when an
 	// outbox section does not set it: a start validates the whole archive
 	// when its last full validation (a start's, or a complete background
@@ -191,6 +194,19 @@ type Outbox struct {
 	// the file sets that is not a positive duration is kept as -1, which
 	// Validate refuses naming the option.
 	FullValidationInterval time.Duration
+	// MaxDeliveryAttempts (max_delivery_attempts, 1 to MaxDeliveryAttempts)
+	// is how many attempts an event may spend before it is dead-lettered
+	// (attempts_exhausted): the budget may be lowered, never raised. 0 means
+	// the option was not set (EffectiveMaxDeliveryAttempts); a value the
+	// file sets below 1 is kept as -1, which Validate refuses naming the
+	// option.
+	MaxDeliveryAttempts int
+}
+
+// EffectiveMaxDeliveryAttempts is MaxDeliveryAttempts, or
+// MaxDeliveryAttempts (the constant) when the option was not set.
+func (o *Outbox) EffectiveMaxDeliveryAttempts() int {
+	return cmp.Or(o.MaxDeliveryAttempts, MaxDeliveryAttempts)
 }
 
 // EffectiveFullValidationInterval is FullValidationInterval, or

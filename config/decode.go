@@ -74,6 +74,7 @@ type rawOutbox struct {
 	ScrubPagesPerSecond *int64 `toml:"scrub_pages_per_second"`
 	// FullValidationInterval is a duration string (build).
 	FullValidationInterval *string `toml:"full_validation_interval"`
+	MaxDeliveryAttempts    *int64  `toml:"max_delivery_attempts"`
 }
 
 type rawTelemetry struct {
@@ -393,7 +394,7 @@ var scalarTypes = map[string]string{
 	"log_level": "a string", "otlp_endpoint": "a string", "trace_sample_ratio": "a number",
 	"max_connections": "an integer", "metrics_max_connections": "an integer", "max_connections_per_peer": "an integer",
 	"shutdown_grace": `a duration string such as "10s"`, "tls_cert_path": "a string", "tls_key_path": "a string",
-	"allow_insecure_listen": "a boolean", "memory_budget_bytes": "an integer", "scrub_pages_per_second": "an integer", "full_validation_interval": `a duration string such as "168h"`, "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
+	"allow_insecure_listen": "a boolean", "memory_budget_bytes": "an integer", "scrub_pages_per_second": "an integer", "full_validation_interval": `a duration string such as "168h"`, "max_delivery_attempts": "an integer", "trust_trace_context": "a boolean", "honor_sampled_parent": "a boolean",
 }
 
 // expected describes what the option at key must hold.

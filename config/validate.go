@@ -180,6 +180,9 @@ func (c *Config) validateDatabase(d *Database) error {
 	if o.ScrubPagesPerSecond < 0 || o.ScrubPagesPerSecond > MaxScrubPagesPerSecond {
 		return invalidf("%s must be between 0 (no background scrub) and %d", c.outbox(d, "scrub_pages_per_second"), MaxScrubPagesPerSecond)
 	}
+	if o.MaxDeliveryAttempts < 0 || o.MaxDeliveryAttempts > MaxDeliveryAttempts {
+		return invalidf("%s must be between 1 and %d (the default)", c.outbox(d, "max_delivery_attempts"), MaxDeliveryAttempts)
+	}
 	if o.FullValidationInterval < 0 {
 		return invalidf(`%s must be a positive duration such as "168h"`, c.outbox(d, "full_validation_interval"))
 	}

@@ -93,7 +93,7 @@ func (p *pass) prepareNext(pendingKeys []event.Key, pendingRecords [][]byte, aft
 		return nil, nil
 	}
 	now := p.now()
-	if !p.due(after[0], now) || exhausted(after[0]) {
+	if !p.due(after[0], now) || p.exhausted(after[0]) {
 		return nil, nil
 	}
 	run := p.form(after, now)

@@ -70,8 +70,10 @@
 // can fail between the worker's calls (Watched: the archive's background
 // scrub finding corrupt content) wakes the worker, whose next pass probes it
 // and stops even with nothing to deliver. After a
-// claim, failures follow the retry policy: at most 32 attempts, 1 s apart, then
-// a dead letter, which stays undelivered and fences retention.
+// claim, failures follow the retry policy: at most 32 attempts (fewer when
+// Options.MaxAttempts lowers the budget), 1 s apart, then a dead letter,
+// which stays undelivered and fences retention until an operator redrives
+// it (primary.DB.Redrive).
 //
 // # Health
 //

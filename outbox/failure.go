@@ -111,7 +111,7 @@ func (p *pass) retryAll(rest []primary.Intent) error {
 // retry schedules a claimed member for another attempt, or dead-letters it
 // when it has used every attempt, recording the pass's failure as its last.
 func (p *pass) retry(m primary.Intent) error {
-	if exhausted(m) {
+	if p.exhausted(m) {
 		return p.deadLetter(m, "attempts_exhausted", p.failure)
 	}
 	at := p.now().Add(RetryDelay)

@@ -35,7 +35,7 @@ func (p *pass) page(page []primary.Intent) error {
 			i++
 			continue
 		}
-		if exhausted(in) {
+		if p.exhausted(in) {
 			if err := p.flush(flushFailure); err != nil || p.halted {
 				return err
 			}
@@ -93,14 +93,15 @@ func (p *pass) due(in primary.Intent, now time.Time) bool {
 	return false // dead letters are never retried automatically
 }
 
-func exhausted(in primary.Intent) bool { return in.Attempts >= MaxAttempts }
+// exhausted reports whether in has used its attempt budget.
+func (p *pass) exhausted(in primary.Intent) bool { return in.Attempts >= uint32(p.w.opts.MaxAttempts) }
 
 // form returns the claim run that starts at rest[0], which is due and has
 // attempts left: up to MaxRun consecutive intents that are all due at now
 // and have attempts left.
 func (p *pass) form(rest []primary.Intent, now time.Time) []primary.Intent {
 	j := 1
-	for j < len(rest) && j < MaxRun && p.due(rest[j], now) && !exhausted(rest[j]) {
+	for j < len(rest) && j < MaxRun && p.due(rest[j], now) && !p.exhausted(rest[j]) {
 		j++
 	}
 	return rest[:j]

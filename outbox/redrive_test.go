@@ -77,3 +77,32 @@ func TestRedrivenConflictIsADeadLetterAgain(t *testing.T) {
 		t.Fatal("the archive's record was changed")
 	}
 }
+
+// TestAShorterAttemptBudget: with Options.MaxAttempts lowered to 2, an
+// event whose deliveries keep failing is dead-lettered after its second
+// attempt, and a budget outside 1 to MaxAttempts is refused.
+func TestAShorterAttemptBudget(t *testing.T) {
+	b := setup(t, 1<<30, 0)
+	w, err := outbox.New(outbox.Options{Alias: "default", Source: b.src, Destination: b.dst, Clock: b.clock, MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.w = w
+	b.commit(t, 1)
+	b.dst.acceptHook = func(int, event.Key) error { return errUnavailable }
+	for range 2 {
+		if res := b.run(t); res.Claimed != 1 {
+			t.Fatalf("pass %+v", res)
+		}
+		b.clock.Advance(outbox.RetryDelay)
+	}
+	if ins := b.intents(t); len(ins) != 1 || ins[0].State != primary.IntentDeadLetter || ins[0].Attempts != 2 ||
+		ins[0].DeadReason != "attempts_exhausted" {
+		t.Fatalf("after 2 failed attempts with a budget of 2: %+v", ins)
+	}
+	for _, n := range []int{-1, outbox.MaxAttempts + 1} {
+		if _, err := outbox.New(outbox.Options{Source: b.src, Destination: b.dst, MaxAttempts: n}); err == nil {
+			t.Fatalf("a budget of %d was accepted", n)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 	"github.com/riffdb/riffdb/primary"
 )
 
-// Retry policy. It is server-owned and not configurable by operators.
+// Retry policy. It is server-owned; only the attempt budget may be
+// lowered (Options.MaxAttempts, max_delivery_attempts).
 const (
 	MaxAttempts     = 32
 	RetryDelay      = time.Second
@@ -134,6 +136,9 @@ type Options struct {
 	MeterProvider  metric.MeterProvider
 	PageSize       int           // scan page; 0 → PageSize
 	ProbeInterval  time.Duration // 0 → DefaultProbeInterval
+	// MaxAttempts is the attempt budget of an event, 1 to MaxAttempts;
+	// 0 → MaxAttempts.
+	MaxAttempts int
 }
 
 // Worker delivers one database's committed events to its archive. It is safe
@@ -193,6 +198,9 @@ func New(opts Options) (*Worker, error) {
 	opts.Clock = clock.Or(opts.Clock)
 	opts.PageSize = cmp.Or(opts.PageSize, PageSize)
 	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, DefaultProbeInterval)
+	if opts.MaxAttempts = cmp.Or(opts.MaxAttempts, MaxAttempts); opts.MaxAttempts < 1 || opts.MaxAttempts > MaxAttempts {
+		return nil, fmt.Errorf("outbox: the attempt budget must be 1 to %d", MaxAttempts)
+	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}

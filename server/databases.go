@@ -129,6 +129,7 @@ func (s *Server) attach(d *database, log *zap.Logger) error {
 	w, err := newWorker(outbox.Options{
 		Alias: dc.Alias, Source: source, Destination: d.dest, Logger: s.log.Named("outbox"), // the worker adds the alias
 		TracerProvider: s.tel.TracerProvider, MeterProvider: s.tel.MeterProvider,
+		MaxAttempts: dc.Outbox.EffectiveMaxDeliveryAttempts(),
 	})
 	if err != nil {
 		return err
