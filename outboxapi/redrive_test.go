@@ -215,17 +215,17 @@ func TestRedriveByIDsAndByReason(t *testing.T) {
 	if strings.Contains(raw, "manage") {
 		t.Fatalf("the response holds the token: %s", raw)
 	}
-	var traced []string
+	var traced []int64
 	for _, sp := range s.spans.Ended() {
 		if sp.Name() == "riffdb.outbox.dead_letters.retry" {
 			for _, kv := range sp.Attributes() {
 				if kv.Key == "riffdb.outbox.redrive.redriven" {
-					traced = append(traced, kv.Value.Emit())
+					traced = append(traced, kv.Value.AsInt64())
 				}
 			}
 		}
 	}
-	if !slices.Equal(traced, []string{"2"}) {
+	if !slices.Equal(traced, []int64{2}) {
 		t.Fatalf("redrive spans with their redriven counts: %v, want one with 2", traced)
 	}
 
