@@ -42,44 +42,15 @@ func TestMetricsEndpointServesTheReference(t *testing.T) {
 	onlyDeadLetter := func() bool { _, _, pending := p.outboxState(token); return pending == 1 }
 
 	// Retries: move the archive directory away while a backlog is being
-	// delivered. An acceptance in flight then fails the directory check and
-	// the rest of its run is scheduled for retry. A removal that lands
-	// between runs fails the group check first (no attempt is spent), so
-	// try a few times. The operator then puts the same archive back (an
-	// empty directory instead would stop delivery: archive_lost_records).
+	// delivered (archiveAwayDuringBurst). An acceptance in flight then fails
+	// the directory check and the rest of its run is scheduled for retry. A
+	// removal that lands between runs fails the group check first (no
+	// attempt is spent), so try a few times.
 	for try := 0; sample(scrape(t, p, false), "riffdb_outbox_retries_total", nil) <= 0; try++ {
 		if try == 12 {
 			t.Fatalf("no retry after %d archive removals during delivery\n%s", try, grep(scrape(t, p, false), "riffdb_outbox_"))
 		}
-		done := make(chan struct{})
-		from := 10_000 + try*1000
-		go func() { defer close(done); burst(t, p, token, from, 1000) }()
-		busy := false
-		waitFor(t, 30*time.Second, "a delivery backlog or the end of the burst", func() bool {
-			_, _, pending := p.outboxState(token)
-			if pending > 32 {
-				busy = true
-				return true
-			}
-			select {
-			case <-done:
-				return true
-			default:
-				return false
-			}
-		})
-		away := e.outbox + ".away"
-		if busy {
-			must(t, os.Rename(e.outbox, away))
-		}
-		<-done
-		if busy {
-			waitFor(t, 30*time.Second, "the removal to be noticed", func() bool {
-				s, r, _ := p.outboxState(token)
-				return s == "degraded" && r == "destination_unavailable"
-			})
-			must(t, os.Rename(away, e.outbox))
-		}
+		busy := archiveAwayDuringBurst(t, e, p, token, 10_000+try*1000)
 		waitFor(t, 60*time.Second, "delivery to catch up (only the dead letter left)", onlyDeadLetter)
 		t.Logf("archive removal %d during delivery: backlog present %v", try+1, busy)
 	}

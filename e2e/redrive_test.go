@@ -104,17 +104,51 @@ func exhaustByHand(t *testing.T, e *env) int {
 	return len(ins)
 }
 
-// TestRedriveDeadLetters: an identity conflict and five exhausted events
-// are dead letters; the operator lists them (reason and attempts), redrives
-// the exhausted ones by reason: they are delivered and archived once each
-// (inspect verifies every event), and only the conflict stays pending. The
+// exhaustByOutage commits bursts of 1,000 place_order commands (orders
+// from first on) and moves the archive away while a backlog is delivered
+// (archiveAwayDuringBurst), until events were dead-lettered
+// attempts_exhausted. It needs a server configured with
+// max_delivery_attempts = 1: the members in flight when the archive goes
+// away use their only attempt. A removal that lands between runs fails the
+// group check first (no attempt is spent), so it tries a few times. It
+// waits each time until only dead letters are left, and returns how many
+// events it committed.
+func exhaustByOutage(t *testing.T, e *env, p *proc, token, reader string, first int) int {
+	t.Helper()
+	exhausted := map[string]string{"riffdb_database": "default", "riffdb_reason": "attempts_exhausted"}
+	events := 0
+	for try := 0; sample(scrape(t, p, false), "riffdb_outbox_dead_letters_total", exhausted) <= 0; try++ {
+		if try == 12 {
+			t.Fatalf("no exhausted event after %d archive removals during delivery", try)
+		}
+		archiveAwayDuringBurst(t, e, p, token, first+try*1000)
+		events += 1000
+		waitFor(t, 60*time.Second, "delivery to catch up (only dead letters left)", func() bool {
+			_, _, pending := p.outboxState(token)
+			return int(pending) == len(listPage(t, p, reader, "--state", "dead_letter", "--limit", "1000").Deliveries)
+		})
+	}
+	return events
+}
+
+// TestRedriveDeadLetters is #50's end-to-end scenario on the real binary,
+// configured with max_delivery_attempts = 1. An identity conflict is a dead
+// letter; then the archive goes away while a backlog is delivered, and the
+// events in flight use their only attempt (attempts_exhausted). The
+// operator lists the dead letters (reason, attempts, last failure), looks
+// one up, puts the archive back, and redrives the exhausted ones by
+// reason: they are delivered and archived once each (inspect verifies
+// every event), and the pending count returns to the conflict alone. The
 // conflict redriven by id is a dead letter again (identity_conflict), with
 // its redrive counted. Tokens without manage_outbox are refused; the
-// redrives are counted and logged once each with the capability's id, never
-// the token.
+// redrives are counted and logged once each with the capability's id,
+// never the token.
 func TestRedriveDeadLetters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: bursts with the archive moved away until events are exhausted")
+	}
 	t.Parallel()
-	e := newEnv(t, envOpts{outbox: true})
+	e := newEnv(t, envOpts{outbox: true, extra: "max_delivery_attempts = 1\n"})
 	token := e.token([]string{"execute_commands", "read_statistics"}, "")
 	reader := e.tokenFile("reader", e.token([]string{"read_outbox"}, "default"))
 	managerToken := e.token([]string{"manage_outbox"}, "default")
@@ -122,27 +156,32 @@ func TestRedriveDeadLetters(t *testing.T) {
 	p, events := conflictDeadLetter(t, e, token)
 	waitFor(t, 60*time.Second, "only the dead letter left", func() bool { _, _, pending := p.outboxState(token); return pending == 1 })
 	dbID := p.stats(token).Databases[0].DatabaseID
-	p.stop()
-	exhausted := commitWithoutOutbox(t, e, token, 100, 5)
-	if n := exhaustByHand(t, e); n != 5 {
-		t.Fatalf("%d intents exhausted, want 5", n)
-	}
-	p = e.start()
+	committed := 2 + exhaustByOutage(t, e, p, token, reader, 100)
 
-	dead := listPage(t, p, reader, "--state", "dead_letter")
-	reasons := map[string]string{}
+	dead := listPage(t, p, reader, "--state", "dead_letter", "--limit", "1000")
+	var exhausted []string
 	for _, it := range dead.Deliveries {
-		reasons[it.EventID] = it.DeadLetterReason
-		if it.Attempts < 1 || it.LastFailure == nil || it.LastFailure.At.IsZero() {
-			t.Fatalf("dead letter without an attempt or its last failure: %+v", it)
-		}
-		if want := map[string]string{"identity_conflict": "conflict", "attempts_exhausted": "unavailable"}[it.DeadLetterReason]; it.LastFailure.Class != want {
-			t.Fatalf("dead letter %s (%s): last failure %+v, want class %s", it.EventID, it.DeadLetterReason, *it.LastFailure, want)
+		switch {
+		case it.LastFailure == nil || it.LastFailure.At.IsZero():
+			t.Fatalf("dead letter without its last failure: %+v", it)
+		case it.EventID == events[0]:
+			if it.DeadLetterReason != "identity_conflict" || it.LastFailure.Class != "conflict" || it.Attempts < 1 {
+				t.Fatalf("the conflict: %+v", it)
+			}
+		case it.DeadLetterReason != "attempts_exhausted" || it.Attempts != 1 ||
+			it.LastFailure.Class != "unavailable" || it.LastFailure.Reason != "destination_unavailable":
+			t.Fatalf("dead letter %+v, want attempts_exhausted after its one attempt, the outage its last failure", it)
+		default:
+			exhausted = append(exhausted, it.EventID)
 		}
 	}
-	if len(dead.Deliveries) != 6 || reasons[events[0]] != "identity_conflict" || reasons[exhausted[4]] != "attempts_exhausted" {
+	if len(exhausted) == 0 || len(exhausted) != len(dead.Deliveries)-1 {
 		t.Fatalf("dead letters: %+v", dead.Deliveries)
 	}
+	if s := showEvent(t, p, reader, exhausted[0]); s.State != "dead_letter" || s.Delivery == nil || s.Delivery.DeadLetterReason != "attempts_exhausted" {
+		t.Fatalf("show %s: %+v", exhausted[0], s)
+	}
+	t.Logf("%d events committed, %d exhausted by the outage, 1 conflict", committed, len(exhausted))
 
 	// Refused without manage_outbox.
 	if r, _ := redriveCLI(t, p, reader, "--reason", "exhausted"); r.OK || r.Error == nil || r.Error.Code != "forbidden" {
@@ -172,23 +211,15 @@ func TestRedriveDeadLetters(t *testing.T) {
 	waitFor(t, 30*time.Second, "the conflict a dead letter again", func() bool {
 		return showEvent(t, p, reader, events[0]).State == "dead_letter"
 	})
-	again := deliveriesCLI(t, p, reader, "show", events[0])
-	var shown struct {
-		Delivery struct {
-			DeadLetterReason string `json:"dead_letter_reason"`
-			Redrives         int    `json:"redrives"`
-		} `json:"delivery"`
-	}
-	must(t, json.Unmarshal(again.Result, &shown))
-	if shown.Delivery.DeadLetterReason != "identity_conflict" || shown.Delivery.Redrives != 1 {
-		t.Fatalf("the conflict after its redrive: %+v", shown)
+	if s := showEvent(t, p, reader, events[0]); s.Delivery.DeadLetterReason != "identity_conflict" || s.Delivery.Redrives != 1 {
+		t.Fatalf("the conflict after its redrive: %+v", s.Delivery)
 	}
 	if _, _, pending := p.outboxState(token); pending != 1 {
 		t.Fatalf("pending %d, want the conflict only", pending)
 	}
 
 	text := scrape(t, p, false)
-	for reason, want := range map[string]float64{"attempts_exhausted": 5, "identity_conflict": 1} {
+	for reason, want := range map[string]float64{"attempts_exhausted": float64(len(exhausted)), "identity_conflict": 1} {
 		if got := sample(text, "riffdb_outbox_dead_letters_redriven_total", map[string]string{"riffdb_database": "default", "riffdb_reason": reason}); got != want {
 			t.Errorf("riffdb_outbox_dead_letters_redriven_total{%s} = %v, want %v", reason, got, want)
 		}
@@ -201,8 +232,9 @@ func TestRedriveDeadLetters(t *testing.T) {
 	if strings.Contains(logs, managerToken) {
 		t.Fatal("the log holds the manager's token")
 	}
-	if r, ins := e.inspect(dbID, 256); ins.Integrity != "verified" || ins.RecordCount != 7 {
-		t.Fatalf("inspect after the redrives: %+v %+v, want 7 records verified (2 delivered before, 5 redriven; the conflict never stored)", r, ins)
+	// The conflict was never stored: the archive holds every other event.
+	if r, ins := e.inspect(dbID, 256); ins.Integrity != "verified" || ins.RecordCount != int64(committed) {
+		t.Fatalf("inspect after the redrives: %+v %+v, want %d records verified", r, ins, committed)
 	}
 }
 
@@ -304,4 +336,43 @@ func TestRedrivesRaceTheWorkerAndSIGKILL(t *testing.T) {
 	if _, ins := e.inspect(dbID, 256); ins.Integrity != "verified" || ins.RecordCount != n {
 		t.Fatalf("inspect: %+v, want %d records verified", ins, n)
 	}
+}
+
+// archiveAwayDuringBurst sends a burst of 1,000 place_order commands
+// (orders from `from` on) and, once a delivery backlog is present, moves the
+// archive directory away until the worker reports it unavailable, then puts
+// the same archive back (an empty directory instead would stop delivery:
+// archive_lost_records). It reports whether a backlog was present; without
+// one nothing was moved.
+func archiveAwayDuringBurst(t *testing.T, e *env, p *proc, token string, from int) bool {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); burst(t, p, token, from, 1000) }()
+	busy := false
+	waitFor(t, 30*time.Second, "a delivery backlog or the end of the burst", func() bool {
+		_, _, pending := p.outboxState(token)
+		if pending > 32 {
+			busy = true
+			return true
+		}
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	away := e.outbox + ".away"
+	if busy {
+		must(t, os.Rename(e.outbox, away))
+	}
+	<-done
+	if busy {
+		waitFor(t, 30*time.Second, "the removal to be noticed", func() bool {
+			s, r, _ := p.outboxState(token)
+			return s == "degraded" && r == "destination_unavailable"
+		})
+		must(t, os.Rename(away, e.outbox))
+	}
+	return busy
 }
