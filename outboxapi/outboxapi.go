@@ -61,7 +61,8 @@ type Item struct {
 	EventID        string `json:"event_id"`
 	CommitSequence uint64 `json:"commit_sequence"`
 	State          string `json:"state"`
-	// Attempts counts the claims the event has spent (of 32).
+	// Attempts counts the claims the event has spent (of the outbox's
+	// max_delivery_attempts, 32 by default).
 	Attempts uint32 `json:"attempts"`
 	// NextAttemptAt is when a retry_scheduled event is due; null otherwise.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
