@@ -234,3 +234,28 @@ func TestStampMakesARestoredDatabase(t *testing.T) {
 		t.Fatal("the live database's incarnation changed")
 	}
 }
+
+// TestReadStoreInfoOfTheExtendedLayout: a database whose key layout a
+// recorded failure moved to the extended intents (layout 3) is read like
+// any other: backups and restores take it.
+func TestReadStoreInfoOfTheExtendedLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, opts := openDisk(t)
+	commitN(t, db, 2)
+	claimed, err := db.Claim(ctx, allIntents(t, db)[:1], time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Retry(ctx, claimed[0], time.Now(), primary.Failure{At: time.Now(), Class: "unavailable", Reason: "destination_unavailable"}); err != nil {
+		t.Fatal(err)
+	}
+	id := db.Identity()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	info, err := primary.ReadStoreInfo(ctx, opts.Path, nil)
+	if err != nil || info != (primary.StoreInfo{ID: id, Incarnation: 1, LastCommit: 2}) {
+		t.Fatalf("ReadStoreInfo = %+v, %v", info, err)
+	}
+}

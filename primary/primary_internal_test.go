@@ -219,11 +219,13 @@ func TestKeyLayoutPutsNewCommitsLast(t *testing.T) {
 }
 
 // TestOpenRefusesAnotherKeyLayout: a store without the layout marker (made
-// by a pre-release build) or with another version is not opened.
+// by a pre-release build) or with a version this build does not read (an
+// older one, or one after layoutExtendedIntents) is not opened.
 func TestOpenRefusesAnotherKeyLayout(t *testing.T) {
 	for name, edit := range map[string]func(*pebble.DB) error{
 		"missing": func(s *pebble.DB) error { return s.Delete(keyLayout, pebble.Sync) },
 		"older":   func(s *pebble.DB) error { return s.Set(keyLayout, encodeU64(1), pebble.Sync) },
+		"newer":   func(s *pebble.DB) error { return s.Set(keyLayout, encodeU64(layoutExtendedIntents+1), pebble.Sync) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			fs := vfs.NewMem()
