@@ -120,13 +120,21 @@ func dmCommandFor(i int) dmCommand {
 // buildDamageInstallation commits dmCommands commands in three parts with a
 // clean stop after each (Pebble flushes the replayed WAL at the next open, so
 // both stores get tables, and the newest WAL holds the last part), copying
-// the whole installation after the second part as the older copy.
+// the whole installation after the second part as the older copy. The first
+// part's events take a failed attempt and a redrive on their way
+// (dmExtendIntents), so the primary is at the extended key layout.
 func buildDamageInstallation(t *testing.T) *dmInstallation {
 	e := newEnv(t, envOpts{outbox: true})
 	inst := &dmInstallation{root: e.root, token: e.token([]string{"execute_commands", "read_statistics"}, "")}
+	manager := e.token([]string{"manage_outbox"}, "")
+	withOutbox, err := os.ReadFile(e.config)
+	must(t, err)
 	inst.commands = make([]dmCommand, dmCommands)
 	parts := []int{0, dmCommands / 3, 2 * dmCommands / 3, dmCommands}
 	for part := 0; part < 3; part++ {
+		if part == 0 {
+			must(t, os.WriteFile(e.config, withoutOutbox(t, withOutbox), 0o600))
+		}
 		p := e.start()
 		var wg sync.WaitGroup
 		errs := make(chan error, dmCommands)
@@ -156,6 +164,13 @@ func buildDamageInstallation(t *testing.T) *dmInstallation {
 		close(errs)
 		for err := range errs {
 			must(t, err)
+		}
+		if part == 0 {
+			p.stop()
+			must(t, os.WriteFile(e.config, withOutbox, 0o600))
+			dmExtendIntents(t, e)
+			p = e.start()
+			dmRedrive(t, p, manager)
 		}
 		waitFor(t, 2*time.Minute, "the outbox to drain", func() bool {
 			d := p.stats(inst.token).Databases[0]
