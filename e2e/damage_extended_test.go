@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/riffdb/riffdb/primary"
-	"github.com/riffdb/riffdb/primary/contract"
 )
 
 // dmExtendIntents gives two pending events of the stopped database the
@@ -19,13 +17,8 @@ import (
 // The damage matrix then damages a store of that layout.
 func dmExtendIntents(t *testing.T, e *env) {
 	t.Helper()
-	data, err := os.ReadFile(e.root + "/contract.toml")
-	must(t, err)
-	c, err := contract.Compile(data)
-	must(t, err)
 	ctx := context.Background()
-	db, err := primary.Open(ctx, primary.Options{Path: e.dbPath, Contract: c})
-	must(t, err)
+	db := e.openPrimary(t)
 	defer func() { must(t, db.Close()) }()
 	ins, err := db.ScanIntents(ctx, nil, 2)
 	must(t, err)

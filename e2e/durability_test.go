@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/riffdb/riffdb/event"
 	"github.com/riffdb/riffdb/primary"
-	"github.com/riffdb/riffdb/primary/contract"
 )
 
 type ack struct {
@@ -103,12 +101,7 @@ func TestCommitsSurviveSIGKILL(t *testing.T) {
 	p.stop()
 
 	// Offline check of the store.
-	data, err := os.ReadFile(e.root + "/contract.toml")
-	must(t, err)
-	c, err := contract.Compile(data)
-	must(t, err)
-	db, err := primary.Open(context.Background(), primary.Options{Path: e.dbPath, Contract: c})
-	must(t, err)
+	db := e.openPrimary(t)
 	defer db.Close()
 	last := db.LastCommitSequence()
 	seen := map[uint64]bool{}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/riffdb/riffdb/internal/store/dirlock/dirlocktest"
 	"github.com/riffdb/riffdb/internal/testsupport/testutil"
+	"github.com/riffdb/riffdb/primary"
+	"github.com/riffdb/riffdb/primary/contract"
 )
 
 var binary string
@@ -388,4 +390,17 @@ func (e *env) appendConfig(s string) {
 	must(e.t, err)
 	_, err = f.WriteString(s)
 	must(e.t, errors.Join(err, f.Close()))
+}
+
+// openPrimary opens the stopped installation's primary store in the test's
+// process, with the installation's contract. The caller closes it.
+func (e *env) openPrimary(t *testing.T) *primary.DB {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.root, "contract.toml"))
+	must(t, err)
+	c, err := contract.Compile(data)
+	must(t, err)
+	db, err := primary.Open(context.Background(), primary.Options{Path: e.dbPath, Contract: c})
+	must(t, err)
+	return db
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/riffdb/riffdb/primary"
-	"github.com/riffdb/riffdb/primary/contract"
 )
 
 // Issue #50's redrive on the real binary: dead letters returned to pending
@@ -71,19 +70,13 @@ func commitWithoutOutbox(t *testing.T, e *env, token string, first, n int) []str
 // exhaustByHand spends every attempt of each pending intent of the stopped
 // database and dead-letters it attempts_exhausted: the primary transitions
 // the worker makes when 32 deliveries in a row failed after a successful
-// probe (claim after claim, then the dead letter), applied offline. The
-// server's own path to them is tested in outbox/TestRedrivenDeadLettersAreDelivered
-// with a failing archive; here the real binary needs an archive that fails
-// transactions but not probes, which nothing outside the process can make.
+// probe (claim after claim, then the dead letter), applied offline. An
+// outage exhausts at most the runs in flight (exhaustByOutage); this makes
+// hundreds of dead letters at once.
 func exhaustByHand(t *testing.T, e *env) int {
 	t.Helper()
-	data, err := os.ReadFile(e.root + "/contract.toml")
-	must(t, err)
-	c, err := contract.Compile(data)
-	must(t, err)
 	ctx := context.Background()
-	db, err := primary.Open(ctx, primary.Options{Path: e.dbPath, Contract: c})
-	must(t, err)
+	db := e.openPrimary(t)
 	defer func() { must(t, db.Close()) }()
 	all, err := db.ScanIntents(ctx, nil, 100000)
 	must(t, err)
