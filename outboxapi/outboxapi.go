@@ -359,27 +359,12 @@ func itemOf(in primary.Intent) Item {
 		it.LeaseDeadline = &t
 	}
 	if in.State == primary.IntentDeadLetter {
-		it.DeadLetterReason = safeReason(in.DeadReason)
+		it.DeadLetterReason = primary.SafeCode(in.DeadReason)
 	}
 	if f := in.LastFailure; !f.At.IsZero() {
-		it.LastFailure = &Failure{At: f.At.UTC(), Class: safeReason(f.Class), Reason: safeReason(f.Reason)}
+		it.LastFailure = &Failure{At: f.At.UTC(), Class: primary.SafeCode(f.Class), Reason: primary.SafeCode(f.Reason)}
 	}
 	return it
-}
-
-// safeReason passes on a dead-letter reason that is a code (lower-case
-// words joined by underscores, as the outbox worker writes them) and
-// replaces anything else, which might hold text from elsewhere, by other.
-func safeReason(s string) string {
-	if s == "" || len(s) > 64 {
-		return "other"
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && r != '_' {
-			return "other"
-		}
-	}
-	return s
 }
 
 // traceID returns the trace id of a W3C traceparent, or "".

@@ -156,7 +156,7 @@ func (a *API) redriveBatch(ctx context.Context, db *primary.DB, alias string, id
 		}
 	}
 	for why, n := range counts {
-		a.redriven.Add(context.WithoutCancel(ctx), n, metric.WithAttributes(attrkey.Database.String(alias), attrkey.Reason.String(safeReason(why))))
+		a.redriven.Add(context.WithoutCancel(ctx), n, metric.WithAttributes(attrkey.Database.String(alias), attrkey.Reason.String(primary.SafeCode(why))))
 	}
 	for _, f := range refused {
 		nr := NotRedriven{EventID: f.Event.String(), Why: f.Why}

@@ -64,9 +64,11 @@ type Failure struct {
 // MaxFailureCodeLen bounds a Failure's Class and Reason.
 const MaxFailureCodeLen = 64
 
-// failureCode returns s when it is a code of [a-z_] of at most
-// MaxFailureCodeLen bytes, and "other" otherwise.
-func failureCode(s string) string {
+// SafeCode returns s when it is a code (lower-case letters and
+// underscores, at most MaxFailureCodeLen bytes), as riffdb writes its
+// failure classes, health reasons and dead-letter reasons, and "other"
+// otherwise: text from elsewhere never passes as a code.
+func SafeCode(s string) string {
 	if s == "" || len(s) > MaxFailureCodeLen {
 		return "other"
 	}
@@ -81,7 +83,7 @@ func failureCode(s string) string {
 // withFailure records f as in's last failure, unless f is zero.
 func withFailure(in Intent, f Failure) Intent {
 	if !f.At.IsZero() {
-		in.LastFailure = Failure{At: f.At, Class: failureCode(f.Class), Reason: failureCode(f.Reason)}
+		in.LastFailure = Failure{At: f.At, Class: SafeCode(f.Class), Reason: SafeCode(f.Reason)}
 	}
 	return in
 }
