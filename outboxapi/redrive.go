@@ -19,6 +19,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
 	"github.com/riffdb/riffdb/internal/observe/attrkey"
 	"github.com/riffdb/riffdb/primary"
 	"github.com/riffdb/riffdb/statsapi"
@@ -201,9 +202,9 @@ func (a *API) redriveReason(ctx context.Context, db *primary.DB, alias, reason s
 	return nil
 }
 
-// parseRedrive reads a redrive request: a JSON object of at most
-// maxRedriveBody bytes with no unknown field, no trailing data, and exactly
-// one of event_ids and reason. It returns the ids (nil for a redrive by
+// parseRedrive reads a redrive request: a strict JSON object
+// (internal/hygiene/strictjson) of at most maxRedriveBody bytes with no
+// unknown field and exactly one of event_ids and reason. It returns the ids (nil for a redrive by
 // reason) and where a redrive by reason starts (nil: the beginning).
 func parseRedrive(r *http.Request) (RedriveRequest, []event.ID, *event.ID, error) {
 	var req RedriveRequest
@@ -219,13 +220,19 @@ func parseRedrive(r *http.Request) (RedriveRequest, []event.ID, *event.ID, error
 	if len(body) > maxRedriveBody {
 		return req, nil, nil, fmt.Errorf("the request body is larger than %d bytes", maxRedriveBody)
 	}
+	// Strict JSON as for a command's body (duplicate keys, invalid UTF-8,
+	// trailing data refused); the error names the problem, never the body.
+	if err := strictjson.Validate(body); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			return req, nil, nil, fmt.Errorf("the body %s", se.Problem)
+		}
+		return req, nil, nil, errors.New("the body is not valid JSON")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return req, nil, nil, errors.New(`the body must be a JSON object {"event_ids":["SEQ.POS",…]} or {"reason":"exhausted"|"conflict"} with no other field`)
-	}
-	if dec.More() {
-		return req, nil, nil, errors.New("the body holds data after its JSON object")
 	}
 	switch {
 	case len(req.EventIDs) > 0 && req.Reason != "":

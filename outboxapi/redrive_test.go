@@ -315,6 +315,8 @@ func TestRedriveRefusesBadRequests(t *testing.T) {
 		"trailing data":    `{"event_ids":["1.0"]} {"event_ids":["1.0"]}`,
 		"too big":          `{"event_ids":["1.0"],"reason":"` + strings.Repeat("x", 70<<10) + `"}`,
 		"ids not an array": `{"event_ids":"1.0"}`,
+		"duplicate key":    `{"event_ids":["1.0"],"event_ids":["2.0"]}`,
+		"invalid UTF-8":    "{\"reason\":\"exhausted\xff\"}",
 	} {
 		code, _, eb, _ := s.post(t, "manage", "orders", body)
 		if code != http.StatusBadRequest || eb.Error.Code != "invalid_request" || strings.Contains(eb.Error.Message, "secret") {
