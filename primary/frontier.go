@@ -67,6 +67,7 @@ func (f *frontier) wait(ctx context.Context, seq uint64, failed <-chan struct{})
 func (db *DB) Frontier() uint64 { return db.frontier.value.Load() }
 
 // Notify returns a channel with capacity 1 that receives a value (by a
-// non-blocking send) whenever the frontier advances. One receive may stand
-// for several advances.
+// non-blocking send) whenever the frontier advances or a redrive returned
+// dead letters to pending: whenever the outbox worker has new work. One
+// receive may stand for several of them.
 func (db *DB) Notify() <-chan struct{} { return db.frontier.notify }

@@ -157,6 +157,7 @@ func (x *index) markDead(ids []event.ID) {
 func (x *index) revive(ids []event.ID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	low := x.live // the lowest revived entry before the live floor, if any
 	for _, id := range ids {
 		rest := x.seqs[x.head:]
 		i := sort.Search(len(rest), func(i int) bool { return rest[i].seq >= id.Seq })
@@ -164,14 +165,17 @@ func (x *index) revive(ids []event.ID) {
 			continue
 		}
 		rest[i].dead--
-		if at := x.head + i; at < x.live {
-			x.live = at
-			x.deadSeqs, x.hasDeadTop = 0, false
-			for _, e := range x.seqs[x.head:at] {
-				if e.n > 0 {
-					x.deadSeqs++
-					x.deadTop, x.hasDeadTop = event.ID{Seq: e.seq, Pos: e.lastDead}, true
-				}
+		low = min(low, x.head+i)
+	}
+	if low < x.live {
+		// One recount of the entries before the new floor, whatever the
+		// order and number of ids.
+		x.live = low
+		x.deadSeqs, x.hasDeadTop = 0, false
+		for _, e := range x.seqs[x.head:low] {
+			if e.n > 0 {
+				x.deadSeqs++
+				x.deadTop, x.hasDeadTop = event.ID{Seq: e.seq, Pos: e.lastDead}, true
 			}
 		}
 	}

@@ -35,7 +35,8 @@ func TestRedriveRevivesDeadLettersBelowTheLiveFloor(t *testing.T) {
 	before := db.Revivals()
 
 	revived := []event.ID{{Seq: 2, Pos: 1}, {Seq: 3, Pos: 0}}
-	got, refused, err := db.Redrive(ctx, revived, "")
+	// Asked for in descending order: the floor is the lowest of them.
+	got, refused, err := db.Redrive(ctx, []event.ID{revived[1], revived[0]}, "")
 	if err != nil || len(refused) != 0 || len(got) != 2 {
 		t.Fatalf("redrive: %v, refused %v, %v", got, refused, err)
 	}
