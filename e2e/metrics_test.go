@@ -50,7 +50,7 @@ func TestMetricsEndpointServesTheReference(t *testing.T) {
 		if try == 12 {
 			t.Fatalf("no retry after %d archive removals during delivery\n%s", try, grep(scrape(t, p, false), "riffdb_outbox_"))
 		}
-		busy := archiveAwayDuringBurst(t, e, p, token, 10_000+try*1000)
+		busy, _ := archiveAwayDuringBurst(t, e, p, token, 10_000+try*2000)
 		waitFor(t, 60*time.Second, "delivery to catch up (only the dead letter left)", onlyDeadLetter)
 		t.Logf("archive removal %d during delivery: backlog present %v", try+1, busy)
 	}

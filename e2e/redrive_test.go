@@ -114,8 +114,8 @@ func exhaustByOutage(t *testing.T, e *env, p *proc, token, reader string, first 
 		if try == 12 {
 			t.Fatalf("no exhausted event after %d archive removals during delivery", try)
 		}
-		archiveAwayDuringBurst(t, e, p, token, first+try*1000)
-		events += 1000
+		_, n := archiveAwayDuringBurst(t, e, p, token, first+events)
+		events += n
 		waitFor(t, 60*time.Second, "delivery to catch up (only dead letters left)", func() bool {
 			_, _, pending := p.outboxState(token)
 			return int(pending) == len(listPage(t, p, reader, "--state", "dead_letter", "--limit", "1000").Deliveries)
@@ -335,13 +335,16 @@ func TestRedrivesRaceTheWorkerAndSIGKILL(t *testing.T) {
 // (orders from `from` on) and, once a delivery backlog is present, moves the
 // archive directory away until the worker reports it unavailable, then puts
 // the same archive back (an empty directory instead would stop delivery:
-// archive_lost_records). It reports whether a backlog was present; without
-// one nothing was moved.
-func archiveAwayDuringBurst(t *testing.T, e *env, p *proc, token string, from int) bool {
+// archive_lost_records). The backlog may be delivered before the archive is
+// gone, leaving the worker nothing to fail on: then it commits one more
+// command at each poll until the worker notices. It reports whether a
+// backlog was present (without one nothing was moved) and how many events
+// it committed.
+func archiveAwayDuringBurst(t *testing.T, e *env, p *proc, token string, from int) (busy bool, events int) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { defer close(done); burst(t, p, token, from, 1000) }()
-	busy := false
+	events = 1000
 	waitFor(t, 30*time.Second, "a delivery backlog or the end of the burst", func() bool {
 		_, _, pending := p.outboxState(token)
 		if pending > 32 {
@@ -362,10 +365,17 @@ func archiveAwayDuringBurst(t *testing.T, e *env, p *proc, token string, from in
 	<-done
 	if busy {
 		waitFor(t, 30*time.Second, "the removal to be noticed", func() bool {
-			s, r, _ := p.outboxState(token)
-			return s == "degraded" && r == "destination_unavailable"
+			if s, r, _ := p.outboxState(token); s == "degraded" && r == "destination_unavailable" {
+				return true
+			}
+			code, _, body, err := p.command(context.Background(), token, "place_order", orderInput(from+events), "")
+			if err != nil || code != http.StatusOK {
+				t.Fatalf("command: %d %v %s", code, err, body)
+			}
+			events++
+			return false
 		})
 		must(t, os.Rename(away, e.outbox))
 	}
-	return busy
+	return busy, events
 }
