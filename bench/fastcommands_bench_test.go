@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +46,14 @@ const (
 // do-nothing server's; and generator_cpu_us/request, this process's CPU
 // per request (the load generator's own cost: where it is near the
 // server's, the generator is the limit).
+//
+// A third target is the floor: nullserver -store, the do-nothing server
+// that also commits each request's body in a synced batch and delivers it
+// through the spec's chain, on bare Pebble under TMPDIR with no riffdb
+// code (bench/cmd/nullserver/store.go). It reports floor_commands/s,
+// commands_vs_floor, and floor_cpu_us/command (until everything committed
+// was delivered, as riffdb's): what a command's HTTP round trip and its
+// storage work cost with nothing else.
 func BenchmarkFastCommands(b *testing.B) {
 	bins := b.TempDir()
 	build := exec.Command("go", "build", "-o", bins, "github.com/riffdb/riffdb/cmd/riffdb", "github.com/riffdb/riffdb/bench/cmd/nullserver")
@@ -73,14 +83,17 @@ func BenchmarkFastCommands(b *testing.B) {
 	defer riff.stop(b)
 	null := startTarget(b, "nullserver ready", filepath.Join(bins, "nullserver"), "-token-file", tokenPath)
 	defer null.stop(b)
+	floor := startTarget(b, "nullserver ready", filepath.Join(bins, "nullserver"), "-token-file", tokenPath,
+		"-store", filepath.Join(b.TempDir(), "floor"))
+	defer floor.stop(b)
 
 	type tally struct {
 		requests      int64
 		elapsed       time.Duration
 		server, local time.Duration
 	}
-	var t [2]tally // riffdb, null
-	targets := []*target{riff, null}
+	var t [3]tally // riffdb, null, floor
+	targets := []*target{riff, null, floor}
 	round := 0
 	for b.Loop() {
 		for k := range targets {
@@ -96,8 +109,11 @@ func BenchmarkFastCommands(b *testing.B) {
 				b.Fatalf("%d of %d requests failed: %v", rep.Errors, rep.Requests, rep.ErrorsByStatus)
 			}
 			local := cpuTime(b) - local0
-			if i == 0 {
+			switch i {
+			case 0:
 				riff.drained(b, token)
+			case 2:
+				floor.floorDrained(b)
 			}
 			t[i].requests += rep.Succeeded
 			t[i].elapsed += time.Duration(rep.ElapsedSeconds * float64(time.Second))
@@ -113,7 +129,10 @@ func BenchmarkFastCommands(b *testing.B) {
 	b.ReportMetric(rate(t[0])/rate(t[1]), "commands_vs_null")
 	b.ReportMetric(per(t[0].server, t[0].requests), "server_cpu_us/command")
 	b.ReportMetric(per(t[1].server, t[1].requests), "null_cpu_us/request")
-	b.ReportMetric(per(t[0].local+t[1].local, t[0].requests+t[1].requests), "generator_cpu_us/request")
+	b.ReportMetric(rate(t[2]), "floor_commands/s")
+	b.ReportMetric(rate(t[0])/rate(t[2]), "commands_vs_floor")
+	b.ReportMetric(per(t[2].server, t[2].requests), "floor_cpu_us/command")
+	b.ReportMetric(per(t[0].local+t[1].local+t[2].local, t[0].requests+t[1].requests+t[2].requests), "generator_cpu_us/request")
 }
 
 // target is a server process under load.
@@ -197,6 +216,39 @@ func (t *target) drained(b *testing.B, token string) {
 		}
 		time.Sleep(pollEvery)
 	}
+}
+
+// floorDrained waits until the floor target (nullserver -store) has
+// delivered every event it committed.
+func (t *target) floorDrained(b *testing.B) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		pending, err := floorPending(t.addr)
+		if err == nil && pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the floor server still has %d pending after 5 minutes (%v)", pending, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+func floorPending(addr string) (uint64, error) {
+	resp, err := http.Get("http://" + addr + "/pending")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /pending: %s", resp.Status)
+	}
+	return strconv.ParseUint(string(body), 10, 64)
 }
 
 // stop stops the process with SIGTERM and waits for it.

@@ -76,14 +76,17 @@ run -bench '^BenchmarkWALSpace$' -benchtime 1x ./primary/
 #     about what it costs on NVMe, so the CPU is the limit: the drain against
 #     the spec's chain on bare Pebble and its CPU per event, in the same run
 #     (BenchmarkMultiDB/n=1, renamed FastDrain for the report); then HTTP
-#     commands against a do-nothing server (BenchmarkFastCommands).
+#     commands against a do-nothing server and against the storage floor, that
+#     server committing and delivering each command on bare Pebble
+#     (BenchmarkFastCommands).
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
   echo "### TMPDIR=/dev/shm go test -run '^\$' -bench '^BenchmarkMultiDB$' (n=1, as FastDrain)" >&2
   TMPDIR=/dev/shm RIFFDB_BENCH_DATABASES=1 RIFFDB_BENCH_EVENTS=${FAST_EVENTS:-100000} \
     "$GO" test -run '^$' -timeout 15m -bench '^BenchmarkMultiDB$' -benchtime 3x ./bench/ 2>&1 |
     sed 's/^BenchmarkMultiDB\/n=1/BenchmarkFastDrain\/n=1/' | tee -a "$raw"
   #     HTTP commands through the load generator against the real binary
-  #     (stores on tmpfs) and against a do-nothing Go server, alternated.
+  #     (stores on tmpfs), against a do-nothing Go server and against the
+  #     floor (nullserver -store, stores on tmpfs), alternated.
   TMPDIR=/dev/shm run -bench '^BenchmarkFastCommands$' -benchtime 3x ./bench/
 else
   echo "### 12. fast storage skipped: /dev/shm is not a writable directory" >&2

@@ -372,6 +372,12 @@ func report(r results) []row {
 		ruledValue("12 fast storage", "tmpfs: server CPU per command, its delivery included", "µs", r.get(fc, "server_cpu_us/command"), 90),
 		infoRow("12 fast storage", "do-nothing server's CPU per request", "µs", r.get(fc, "null_cpu_us/request")),
 		infoRow("12 fast storage", "load generator's CPU per request", "µs", r.get(fc, "generator_cpu_us/request")),
+		// The floor: the do-nothing server that also commits and delivers
+		// each command on bare Pebble (nullserver -store). Shown, not
+		// ruled: #47's targets above are the issue's.
+		pairedRow("12 fast storage", "tmpfs: HTTP commands against the storage floor", "commands/s", r.get(fc, "commands/s"),
+			"do-nothing server + bare-Pebble commit and spec chain", r.get(fc, "floor_commands/s"), r.get(fc, "commands_vs_floor"), math.NaN(), true),
+		infoRow("12 fast storage", "the floor's CPU per command, its delivery included", "µs", r.get(fc, "floor_cpu_us/command")),
 	)
 	return rows
 }
