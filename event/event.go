@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -88,7 +89,14 @@ func DecodeID(b []byte) (ID, error) {
 }
 
 // String renders the identity as "seq.pos", for spans and logs.
-func (a ID) String() string { return fmt.Sprintf("%d.%d", a.Seq, a.Pos) }
+func (a ID) String() string { return string(a.Append(make([]byte, 0, 24))) }
+
+// Append appends the identity as String renders it to b.
+func (a ID) Append(b []byte) []byte {
+	b = strconv.AppendUint(b, a.Seq, 10)
+	b = append(b, '.')
+	return strconv.AppendUint(b, uint64(a.Pos), 10)
+}
 
 // KeyLen is the length of an encoded archive key.
 const KeyLen = 16 + 8 + IDLen

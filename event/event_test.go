@@ -3,6 +3,8 @@ package event_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -122,4 +124,18 @@ func FuzzDecodeKey(f *testing.F) {
 			t.Fatal("key does not re-encode to its input")
 		}
 	})
+}
+
+// TestIDString: an identity renders as "seq.pos" in decimal, as fmt would,
+// at the extremes of both fields too.
+func TestIDString(t *testing.T) {
+	for _, id := range []event.ID{{}, {Seq: 1, Pos: 0}, {Seq: 12, Pos: 3}, {Seq: math.MaxUint64, Pos: math.MaxUint32}} {
+		want := fmt.Sprintf("%d.%d", id.Seq, id.Pos)
+		if got := id.String(); got != want {
+			t.Errorf("String() = %q, want %q", got, want)
+		}
+		if got := string(id.Append([]byte("x"))); got != "x"+want {
+			t.Errorf("Append = %q, want %q", got, "x"+want)
+		}
+	}
 }
