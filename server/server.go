@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
@@ -219,9 +219,10 @@ func (s *Server) open(ctx context.Context) *StartupError {
 	if err := s.registerConnectionMetrics(); err != nil {
 		return newStartupError(cfg, "metrics cannot be registered", err)
 	}
-	api := otelhttp.NewHandler(s.apiHandler(), "riffdb.http",
-		otelhttp.WithTracerProvider(s.tel.TracerProvider), otelhttp.WithMeterProvider(s.tel.MeterProvider),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return spanName(r) }))
+	api, err := newHTTPTelemetry(s.tel, otel.GetTextMapPropagator(), spanName, s.apiHandler())
+	if err != nil {
+		return newStartupError(cfg, "metrics cannot be registered", err)
+	}
 	s.api = &http.Server{
 		Handler:           s.keepAlive(traceContextGate(cfg.Telemetry.TrustTraceContext, commandAuthenticator(s.creds), api)),
 		TLSConfig:         tlsConfig,

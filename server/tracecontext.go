@@ -14,7 +14,7 @@ import (
 var traceContextHeaders = [...]string{"Traceparent", "Tracestate", "Baggage"}
 
 // traceContextGate drops the W3C trace context headers from every request
-// except an authenticated command, before next (the otelhttp handler)
+// except an authenticated command, before next (httpTelemetry)
 // extracts them. A request keeps its context only when trust is set (option
 // telemetry.trust_trace_context), it is POST
 // /v1/databases/{alias}/commands/{command}, and authenticated accepts it;
@@ -98,8 +98,8 @@ func commandAuthenticator(auth statsapi.Authenticator) func(*http.Request) bool 
 // spanName names the API's server spans "{method} {route}" from bounded
 // sets only: routeOf's routes, and the nine standard methods, any other
 // method (net/http accepts any token, up to the header limit) becoming
-// "HTTP" as in otelhttp's default names. Pass it to otelhttp with
-// WithSpanNameFormatter.
+// "HTTP" as in otelhttp's default names. newHTTPTelemetry names the spans
+// with it.
 func spanName(r *http.Request) string {
 	method := r.Method
 	switch method {

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -28,14 +29,14 @@ const (
 	commandPath   = "/v1/databases/default/commands/place_order"
 )
 
-// seen is what the handler behind the gate and otelhttp observed.
+// seen is what the handler behind the gate and the instrumentation observed.
 type seen struct {
 	headers map[string]string
 	baggage string
 	span    trace.SpanContext
 }
 
-// gateSetup builds gate → otelhttp → handler, the order the server uses,
+// gateSetup builds gate → httpTelemetry → handler, the order the server uses,
 // with an in-memory span recorder. authenticated accepts "Bearer good" and
 // counts its calls.
 func gateSetup(t *testing.T, trust bool) (h http.Handler, rec *tracetest.SpanRecorder, calls *atomic.Int32, last *seen) {
@@ -60,9 +61,12 @@ func gateSetup(t *testing.T, trust bool) (h http.Handler, rec *tracetest.SpanRec
 		calls.Add(1)
 		return r.Header.Get("Authorization") == "Bearer good"
 	}
-	h = traceContextGate(trust, auth, otelhttp.NewHandler(inner, "riffdb.http",
-		otelhttp.WithTracerProvider(tp),
-		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))))
+	api, err := newHTTPTelemetry(&telemetry.Telemetry{TracerProvider: tp, MeterProvider: sdkmetric.NewMeterProvider()},
+		propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), spanName, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = traceContextGate(trust, auth, api)
 	return h, rec, calls, last
 }
 
@@ -156,7 +160,7 @@ func TestTraceContextGateAuthenticatesOnlyWhenContextIsSent(t *testing.T) {
 }
 
 // TestTraceContextGateKeepsClientTraceIDsOutOfExemplars runs the gate in
-// front of otelhttp on the real telemetry pipeline (ratio 1): a traceparent
+// front of the API's instrumentation on the real telemetry pipeline (ratio 1): a traceparent
 // sent to the unauthenticated /healthz must not reach the exemplars, while
 // the same on an authenticated command does (the case the gate trusts).
 func TestTraceContextGateKeepsClientTraceIDsOutOfExemplars(t *testing.T) {
@@ -172,8 +176,11 @@ func TestTraceContextGateKeepsClientTraceIDsOutOfExemplars(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	h := traceContextGate(true, func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good" },
-		otelhttp.NewHandler(mux, "riffdb.http", otelhttp.WithTracerProvider(tel.TracerProvider), otelhttp.WithMeterProvider(tel.MeterProvider)))
+	api, err := newHTTPTelemetry(tel, otel.GetTextMapPropagator(), spanName, mux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := traceContextGate(true, func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good" }, api)
 	scrapeOM := func() string {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set("Accept", "application/openmetrics-text")

@@ -26,7 +26,8 @@
 // millisecond-shaped; other histograms keep the boundaries they advise.
 //
 // Labels come only from bounded sets. The HTTP server instruments
-// (http.server.*, recorded by otelhttp) keep only HTTPServerAttributes —
+// (http.server.*, recorded by the server's own instrumentation under
+// HTTPServerScope, or by otelhttp) keep only HTTPServerAttributes —
 // method (unknown methods become "_OTHER"), status code, scheme, protocol
 // name and version, and the mux's route pattern. otelhttp also records
 // server.address and server.port, taken from the client's Host header; a

@@ -13,9 +13,17 @@ import (
 )
 
 // HTTPServerMetricPrefix names the instruments that HTTP server
-// instrumentation (otelhttp) records; HTTPServerAttributes is applied to
-// each of them.
+// instrumentation (the server's own, or otelhttp) records;
+// HTTPServerAttributes is applied to each of them, except those of
+// HTTPServerScope, which record no other attribute.
 const HTTPServerMetricPrefix = "http.server."
+
+// HTTPServerScope is the instrumentation scope of riffdb's own HTTP server
+// instrumentation (the API's; package server). Its http.server.*
+// instruments are recorded with attribute sets that hold only
+// HTTPServerAttributes, built once each, so the view does not filter them
+// again for every measurement.
+const HTTPServerScope = "github.com/riffdb/riffdb/server/http"
 
 // HTTPServerAttributes are the only attribute keys kept on the HTTP server
 // instruments (http.server.request.duration, http.server.request.body.size,
@@ -45,7 +53,8 @@ var HTTPServerAttributes = []attribute.Key{
 //
 //   - Histograms named "*.duration" get DurationBuckets, except those of
 //     LongDurations, which get LongDurationBuckets.
-//   - Instruments named "http.server.*" keep only HTTPServerAttributes.
+//   - Instruments named "http.server.*" keep only HTTPServerAttributes
+//     (those of HTTPServerScope record nothing else, and are not filtered).
 //
 // Exemplars of every instrument carry no filtered attributes (see
 // withoutFilteredAttributes), whatever the stream.
@@ -62,7 +71,7 @@ func view() sdkmetric.View {
 		if !ok {
 			s = sdkmetric.Stream{Name: i.Name, Description: i.Description, Unit: i.Unit}
 		}
-		if strings.HasPrefix(i.Name, HTTPServerMetricPrefix) {
+		if strings.HasPrefix(i.Name, HTTPServerMetricPrefix) && i.Scope.Name != HTTPServerScope {
 			s.AttributeFilter = keep
 		}
 		s.ExemplarReservoirProviderSelector = withoutFilteredAttributes
