@@ -50,7 +50,9 @@ type httpTelemetry struct {
 	sets map[metricKey]metric.MeasurementOption
 }
 
-// metricKey is what a request's metric attributes are made of.
+// metricKey is what a request's metric attributes are made of, each part
+// from a bounded set: the method as the metrics name it (one of ten), the
+// mux's pattern, the protocol net/http accepted, the server's status.
 type metricKey struct {
 	method, route, proto string
 	status               int
@@ -58,8 +60,8 @@ type metricKey struct {
 }
 
 // maxMetricSets bounds the cache of attribute sets; every key part is from
-// a bounded set (see telemetry.HTTPServerAttributes), so it is never
-// reached in practice, and past it a set is built per request.
+// a bounded set (metricKey), so it is never reached in practice, and past
+// it a set is built per request.
 const maxMetricSets = 4096
 
 // newHTTPTelemetry instruments next with the providers of tel; name names
@@ -142,7 +144,7 @@ func statusMessage(code int) string {
 // metricSet returns the attribute set of r's metrics, answered with
 // status: built once per key.
 func (h *httpTelemetry) metricSet(r *http.Request, status int) metric.MeasurementOption {
-	k := metricKey{method: r.Method, route: httpRoute(r.Pattern), proto: r.Proto, status: status, tls: r.TLS != nil}
+	k := metricKey{method: standardMethod(r.Method), route: httpRoute(r.Pattern), proto: r.Proto, status: status, tls: r.TLS != nil}
 	h.mu.RLock()
 	set, ok := h.sets[k]
 	h.mu.RUnlock()
@@ -150,7 +152,7 @@ func (h *httpTelemetry) metricSet(r *http.Request, status int) metric.Measuremen
 		return set
 	}
 	name, version := netProtocol(k.proto)
-	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(standardMethod(k.method)), scheme(k.tls)}
+	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(k.method), scheme(k.tls)}
 	if name != "" {
 		attrs = append(attrs, semconv.NetworkProtocolName(name))
 	}

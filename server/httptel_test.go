@@ -176,3 +176,24 @@ func httpSeries(t *testing.T, tel *telemetry.Telemetry) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestHTTPMetricSetsStayBounded: requests with ever new methods (any token
+// up to the header limit reaches the server) share the "_OTHER" attribute
+// set instead of adding one cache entry, holding the method, each.
+func TestHTTPMetricSetsStayBounded(t *testing.T) {
+	tel, _ := parityTelemetry(t)
+	h, err := newHTTPTelemetry(tel, otel.GetTextMapPropagator(), spanName, parityMux())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		req := httptest.NewRequest(fmt.Sprintf("X%0200d", i), "/healthz", nil)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	h.mu.RLock()
+	n := len(h.sets)
+	h.mu.RUnlock()
+	if n != 1 {
+		t.Fatalf("%d attribute sets cached for 200 unknown methods, want 1", n)
+	}
+}
