@@ -102,10 +102,7 @@ func commandAuthenticator(auth statsapi.Authenticator) func(*http.Request) bool 
 // with it.
 func spanName(r *http.Request) string {
 	method := r.Method
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
-	default:
+	if _, ok := standardMethods[method]; !ok {
 		method = "HTTP"
 	}
 	return method + " " + routeOf(r)
