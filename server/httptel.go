@@ -65,7 +65,9 @@ type metricKey struct {
 const maxMetricSets = 4096
 
 // newHTTPTelemetry instruments next with the providers of tel; name names
-// the span (spanName).
+// the span (spanName). It is called once, before the mux routes the
+// request, so it must not depend on the mux's pattern: otelhttp named the
+// span again after routing, which gave spanName's name a second time.
 func newHTTPTelemetry(tel *telemetry.Telemetry, propagator propagation.TextMapPropagator, name func(*http.Request) string, next http.Handler) (*httpTelemetry, error) {
 	meter := tel.MeterProvider.Meter(telemetry.HTTPServerScope)
 	dur, err := httpconv.NewServerRequestDuration(meter, metric.WithExplicitBucketBoundaries(
@@ -103,10 +105,6 @@ func (h *httpTelemetry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := r.WithContext(ctx)
 	h.next.ServeHTTP(rw, req)
 	end := time.Now()
-
-	if req.Pattern != "" {
-		span.SetName(h.name(req))
-	}
 	var read int64
 	if body != nil {
 		read = body.n
