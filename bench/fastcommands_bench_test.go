@@ -205,31 +205,31 @@ func (t *target) cpu(b *testing.B) time.Duration {
 // drained waits until the riffdb target reports nothing pending.
 func (t *target) drained(b *testing.B, token string) {
 	b.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		pending, health, err := startupPending(t.addr, token)
-		if err == nil && pending == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("still %d pending after 5 minutes (health %s, %v)", pending, health, err)
-		}
-		time.Sleep(pollEvery)
-	}
+	waitNonePending(b, "riffdb", func() (int64, string, error) { return startupPending(t.addr, token) })
 }
 
 // floorDrained waits until the floor target (nullserver -store) has
 // delivered every event it committed.
 func (t *target) floorDrained(b *testing.B) {
 	b.Helper()
+	waitNonePending(b, "the floor server", func() (int64, string, error) {
+		n, err := floorPending(t.addr)
+		return int64(n), "n/a", err
+	})
+}
+
+// waitNonePending polls pending (the count, a health word, an error) until
+// it answers 0 without an error, for up to 5 minutes.
+func waitNonePending(b *testing.B, name string, pending func() (int64, string, error)) {
+	b.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		pending, err := floorPending(t.addr)
-		if err == nil && pending == 0 {
+		n, health, err := pending()
+		if err == nil && n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("the floor server still has %d pending after 5 minutes (%v)", pending, err)
+			b.Fatalf("%s still has %d pending after 5 minutes (health %s, %v)", name, n, health, err)
 		}
 		time.Sleep(pollEvery)
 	}
