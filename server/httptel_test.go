@@ -94,6 +94,23 @@ type deadlineRecorder struct{ *httptest.ResponseRecorder }
 
 func (deadlineRecorder) SetWriteDeadline(time.Time) error { return nil }
 
+// defaultTelemetry is the telemetry pipeline of the default configuration
+// (every request sampled, no exporter), its logs written to logs, shut
+// down at the test's end.
+func defaultTelemetry(t *testing.T, logs io.Writer) *telemetry.Telemetry {
+	t.Helper()
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{SampleRatio: 1, LogOutput: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(ctx)
+	})
+	return tel
+}
+
 func parityTelemetry(t *testing.T) (*telemetry.Telemetry, *tracetest.SpanRecorder) {
 	t.Helper()
 	tel, err := telemetry.Setup(context.Background(), telemetry.Config{SampleRatio: 1, LogOutput: io.Discard})

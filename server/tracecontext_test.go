@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
@@ -164,15 +163,7 @@ func TestTraceContextGateAuthenticatesOnlyWhenContextIsSent(t *testing.T) {
 // sent to the unauthenticated /healthz must not reach the exemplars, while
 // the same on an authenticated command does (the case the gate trusts).
 func TestTraceContextGateKeepsClientTraceIDsOutOfExemplars(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{SampleRatio: 1, LogOutput: &strings.Builder{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(ctx)
-	})
+	tel := defaultTelemetry(t, &strings.Builder{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/databases/{alias}/commands/{command}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
