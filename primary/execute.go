@@ -39,19 +39,26 @@ type Commit struct {
 // the server must stop.
 func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage, idempotencyKey string) (Commit, error) {
 	start := db.clock()
-	ctx, span := db.tel.tracer.Start(ctx, "riffdb.command", trace.WithAttributes(
-		attrkey.Database.String(db.alias),
-		attrkey.DatabaseID.String(db.idString),
-		attrkey.Command.String(command),
-	))
+	// The span's attributes are given in one call when it ends (the SDK
+	// copies those given at the start twice and grows the slice again for
+	// later ones); riffdb's sampler does not read attributes.
+	ctx, span := db.tel.tracer.Start(ctx, "riffdb.command")
 	c, err := db.execute(ctx, command, input, idempotencyKey)
 	result := resultOf(c, err)
 	if err != nil {
 		span.SetStatus(codes.Error, result)
-		span.SetAttributes(attribute.String("error.type", result))
+		span.SetAttributes(
+			attrkey.Database.String(db.alias),
+			attrkey.DatabaseID.String(db.idString),
+			attrkey.Command.String(command),
+			attribute.String("error.type", result),
+		)
 		span.RecordError(err)
 	} else {
 		span.SetAttributes(
+			attrkey.Database.String(db.alias),
+			attrkey.DatabaseID.String(db.idString),
+			attrkey.Command.String(command),
 			attribute.Int64("riffdb.commit.seq", int64(c.Seq)),
 			attribute.Int("riffdb.command.events", len(c.Events)),
 			attribute.Bool("riffdb.command.replayed", c.Replayed),
