@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/deliverytype"
@@ -75,28 +74,17 @@ type appliedTxn struct {
 	ctx   context.Context
 	span  trace.Span
 	start time.Time
+	// key and size are the record's, for its span's attributes.
+	key  event.Key
+	size int
 }
 
 // accept is Accept, or Apply when noWait.
 func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait bool) (out deliverytype.Outcome, err error) {
 	start := s.clock()
 	var applied *pebble.Batch // set when noWait applied a batch: its span ends in Durable
-	// Formatting the event id is wasted on a span that is not sampled:
-	// only a span that records gets the event's attributes. A child of a
-	// sampled span (the worker's claim, at the default sampling of 1)
-	// records, and gets them as it starts, in one call instead of two;
-	// any other span gets them once it is known to record (samplers of a
-	// new trace see the database alone).
-	eventAttrs := func() []attribute.KeyValue { return txnAttrs(s.dbAttr, key, record) }
-	eager := trace.SpanContextFromContext(ctx).IsSampled()
-	startAttrs := []attribute.KeyValue{s.dbAttr}
-	if eager {
-		startAttrs = eventAttrs()
-	}
-	ctx, span := s.tracer.Start(ctx, SpanTxn, trace.WithAttributes(startAttrs...))
-	if !eager && span.IsRecording() {
-		span.SetAttributes(eventAttrs()[1:]...)
-	}
+	// The span gets its attributes when it ends (endTxnSpan).
+	ctx, span := s.tracer.Start(ctx, SpanTxn)
 	defer func() {
 		if applied != nil {
 			return // Durable records it (Apply)
@@ -112,7 +100,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 			s.accepted.Add(ctx, 1, s.resultSets[result])
 		}
 		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)
-		endSpan(span, err, attribute.String("riffdb.archive.outcome", out.String()))
+		s.endTxnSpan(span, key, len(record), err, out)
 	}()
 	if err := s.usable(); err != nil {
 		return 0, err
@@ -229,7 +217,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 	s.acct = t.next
 	if t.batch != nil {
 		applied = t.batch
-		s.applied = append(s.applied, appliedTxn{b: t.batch, ctx: ctx, span: span, start: start})
+		s.applied = append(s.applied, appliedTxn{b: t.batch, ctx: ctx, span: span, start: start, key: key, size: len(record)})
 	}
 	if !lookup {
 		s.last = rk
@@ -290,7 +278,7 @@ func (s *Store) durableLocked(ctx context.Context) error {
 			s.accepted.Add(t.ctx, 1, s.resultSets["stored"])
 		}
 		s.txnDur.Record(t.ctx, now.Sub(t.start).Seconds(), s.dbSet)
-		endSpan(t.span, err, attribute.String("riffdb.archive.outcome", deliverytype.Stored.String()))
+		s.endTxnSpan(t.span, t.key, t.size, err, deliverytype.Stored)
 	}
 	return err
 }
