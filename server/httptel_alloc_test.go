@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // discardWriter is a ResponseWriter that allocates nothing per request.
@@ -29,7 +31,7 @@ func (discardWriter) WriteHeader(int)             {}
 // the count; then look at what allocates (go test -memprofile) before
 // moving the bound.
 func TestHTTPTelemetryAllocations(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("the race detector allocates on its own account; make unit runs this test without it")
 	}
 	tel := defaultTelemetry(t, io.Discard)
