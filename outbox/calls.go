@@ -6,24 +6,22 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/observe/traceparent"
 	"github.com/riffdb/riffdb/primary"
 )
 
 // links returns span links to the commit spans of the members.
 func links(members []primary.Intent) []trace.Link {
-	var out []trace.Link
-	prop := propagation.TraceContext{}
+	out := make([]trace.Link, 0, len(members))
 	for _, m := range members {
 		if m.TraceParent == "" {
 			continue
 		}
-		ctx := prop.Extract(context.Background(), propagation.MapCarrier{"traceparent": m.TraceParent})
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		if sc := traceparent.SpanContext(m.TraceParent); sc.IsValid() {
 			out = append(out, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrEvent.String(m.Event.String())}})
 		}
 	}

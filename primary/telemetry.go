@@ -7,10 +7,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/internal/observe/attrkey"
+	"github.com/riffdb/riffdb/internal/observe/traceparent"
 )
 
 const instrumentationName = "github.com/riffdb/riffdb/primary"
@@ -90,9 +90,7 @@ func traceParent(ctx context.Context) string {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return "" // nothing to propagate (tracing off or no span)
 	}
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	tp := c.Get("traceparent")
+	tp := traceparent.Of(ctx)
 	if len(tp) > maxTraceParentLen {
 		return ""
 	}
