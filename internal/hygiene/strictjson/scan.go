@@ -158,7 +158,11 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 		s.depth--
 		return nil
 	}
-	var keys []string
+	// The keys seen so far: most objects hold a few, kept in an array on
+	// the stack instead of a slice grown on the heap (three allocations
+	// for a command's envelope and input).
+	var buf [8]string
+	keys := buf[:0]
 	var set map[string]struct{}
 	for {
 		s.skipSpace()
@@ -169,7 +173,8 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 		if err != nil {
 			return err
 		}
-		if seen(key, &keys, &set) && !allowDuplicates {
+		var dup bool
+		if keys, dup = seen(key, keys, &set); dup && !allowDuplicates {
 			s.path = append(s.path, key)
 			e := s.fail(DuplicateKey, false)
 			s.path = s.path[:len(s.path)-1]
@@ -209,29 +214,29 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 	}
 }
 
-// seen records key among an object's keys and reports whether it was there
-// already.
-func seen(key string, keys *[]string, set *map[string]struct{}) bool {
+// seen records key among an object's keys, returning them with key added,
+// and reports whether it was there already.
+func seen(key string, keys []string, set *map[string]struct{}) ([]string, bool) {
 	if *set != nil {
 		if _, ok := (*set)[key]; ok {
-			return true
+			return keys, true
 		}
 		(*set)[key] = struct{}{}
-		return false
+		return keys, false
 	}
-	for _, k := range *keys {
+	for _, k := range keys {
 		if k == key {
-			return true
+			return keys, true
 		}
 	}
-	*keys = append(*keys, key)
-	if len(*keys) > smallObject {
-		*set = make(map[string]struct{}, 2*len(*keys))
-		for _, k := range *keys {
+	keys = append(keys, key)
+	if len(keys) > smallObject {
+		*set = make(map[string]struct{}, 2*len(keys))
+		for _, k := range keys {
 			(*set)[k] = struct{}{}
 		}
 	}
-	return false
+	return keys, false
 }
 
 // str reads the string token at s.pos (an opening quote) and, when decode

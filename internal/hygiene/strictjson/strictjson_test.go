@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // refused are documents encoding/json accepts (or would read differently)
@@ -231,4 +232,24 @@ func FuzzValidateMatchesEncodingJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMembersAllocations holds the check of a command's request body to
+// seven allocations: one per key (its decoded string, which the duplicate
+// check compares) and two for the path of keys down to the value being
+// read. The keys seen so far in an object are kept on the stack; a slice
+// grown on the heap cost five more for this body (12).
+func TestMembersAllocations(t *testing.T) {
+	if testutil.RaceEnabled {
+		t.Skip("the race detector allocates on its own account; make unit runs this test without it")
+	}
+	body := []byte(`{"input":{"order_id":"o-1","amount_cents":1250,"note":"n"},"idempotency_key":"k-1"}`)
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := strictjson.Members(body, func(string, []byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 7 {
+		t.Fatalf("Members allocates %.0f times, want at most 7", allocs)
+	}
 }
