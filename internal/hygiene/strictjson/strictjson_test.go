@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
-	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 )
 
 // refused are documents encoding/json accepts (or would read differently)
@@ -240,9 +239,6 @@ func FuzzValidateMatchesEncodingJSON(f *testing.F) {
 // read. The keys seen so far in an object are kept on the stack; a slice
 // grown on the heap cost five more for this body (12).
 func TestMembersAllocations(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("the race detector allocates on its own account; make unit runs this test without it")
-	}
 	body := []byte(`{"input":{"order_id":"o-1","amount_cents":1250,"note":"n"},"idempotency_key":"k-1"}`)
 	allocs := testing.AllocsPerRun(200, func() {
 		if err := strictjson.Members(body, func(string, []byte) error { return nil }); err != nil {
