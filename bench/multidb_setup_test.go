@@ -51,8 +51,13 @@ func newMultiInstall(tb testing.TB, n int) *multiInstall {
 	// Every client of the command load runs from one address: at 32
 	// databases its commandClients × n connections (and the stats poller)
 	// pass the default per-peer cap (a sixteenth of the API's, 256 here),
-	// and the server closes the extra ones (EOF).
-	cfg.Server.MaxConnectionsPerPeer = max(cfg.Server.MaxConnectionsPerPeer, commandClients*n+32)
+	// and the server closes the extra ones (EOF). A cap of exactly that
+	// many and 32 still failed 5 of 20 command phases at 32 databases
+	// with EOF or a reset (2026-12-06), most likely because connections
+	// the client has closed stay counted until the server's side of each
+	// notices, which takes a while on two busy cores (not traced further).
+	// Four times as many passed 10 of 10.
+	cfg.Server.MaxConnectionsPerPeer = max(cfg.Server.MaxConnectionsPerPeer, 4*commandClients*n+32)
 	for i := range n {
 		alias := fmt.Sprintf("db%02d", i)
 		out := filepath.Join(in.root, "outbox-"+alias)
