@@ -72,7 +72,7 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 			}
 			s.decisions.Add(ctx, 1, s.resultSets[result])
 		}
-		endSpan(span, err, attribute.Int("riffdb.group.fits", n))
+		endSpan(span, nil, err, attribute.Int("riffdb.group.fits", n))
 	}()
 	if len(keys) != len(records) {
 		return 0, fmt.Errorf("%w: %d keys but %d records", ErrInvalidArgument, len(keys), len(records))

@@ -179,24 +179,14 @@ func txnAttrs(db attribute.KeyValue, key event.Key, size int) []attribute.KeyVal
 }
 
 // endTxnSpan ends the SpanTxn span of the transaction of a record of size
-// bytes under key, as endSpan ends a span, and gives it all its attributes
-// in one call, once it is known to record: formatting the event id is
-// wasted on a span that does not, and the SDK copies the attributes given
-// at a span's start twice and grows the span's slice again for each later
-// call (three allocations and about 1 KiB an event).
+// bytes under key (endSpan), with its attributes given once it is known to
+// record: formatting the event id is wasted on a span that does not.
 func (s *Store) endTxnSpan(span trace.Span, key event.Key, size int, err error, out deliverytype.Outcome) {
+	var attrs []attribute.KeyValue
 	if span.IsRecording() {
-		last := attribute.String("riffdb.archive.outcome", out.String())
-		if err != nil {
-			last = attribute.String("error.type", ClassOf(err).String())
-		}
-		span.SetAttributes(append(txnAttrs(s.dbAttr, key, size), last)...)
+		attrs = txnAttrs(s.dbAttr, key, size)
 	}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, ClassOf(err).String())
-	}
-	span.End()
+	endSpan(span, attrs, err, attribute.String("riffdb.archive.outcome", out.String()))
 }
 
 // quotaCheckAttrs returns the attributes of the quota check span of a group
@@ -227,20 +217,26 @@ func recordFailed(ctx context.Context, tp trace.TracerProvider, name string, err
 		return
 	}
 	_, span := tp.Tracer(instrumentationName).Start(ctx, name, trace.WithAttributes(attrs...))
-	endSpan(span, pathless.Clean(err))
+	endSpan(span, nil, pathless.Clean(err))
 }
 
 // endSpan ends span. With a non-nil err it records err and sets the error's
-// Class as the span status and as error.type; otherwise it sets ok.
-func endSpan(span trace.Span, err error, ok ...attribute.KeyValue) {
+// Class as the span status and as error.type; otherwise it sets ok. attrs
+// are the span's other attributes, given in the same call: the SDK copies
+// attributes given at a span's start twice and grows the span's slice
+// again for each later call (for a transaction span, three allocations and
+// about 1 KiB an event), so a span on a hot path is started without any.
+// attrs may be appended to.
+func endSpan(span trace.Span, attrs []attribute.KeyValue, err error, ok ...attribute.KeyValue) {
 	if err != nil {
 		class := ClassOf(err).String()
 		span.RecordError(err)
 		span.SetStatus(codes.Error, class)
-		span.SetAttributes(attribute.String("error.type", class))
+		attrs = append(attrs, attribute.String("error.type", class))
 	} else {
-		span.SetAttributes(ok...)
+		attrs = append(attrs, ok...)
 	}
+	span.SetAttributes(attrs...)
 	span.End()
 }
 

@@ -132,9 +132,9 @@ func TestEndSpan(t *testing.T) {
 	ok := attribute.Int("riffdb.group.fits", 3)
 
 	_, span := tracer.Start(context.Background(), "failed")
-	endSpan(span, fmt.Errorf("%w: quota", ErrCapacity), ok)
+	endSpan(span, nil, fmt.Errorf("%w: quota", ErrCapacity), ok)
 	_, span = tracer.Start(context.Background(), "succeeded")
-	endSpan(span, nil, ok)
+	endSpan(span, nil, nil, ok)
 
 	ended := spans.Ended()
 	if len(ended) != 2 {
