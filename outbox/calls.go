@@ -78,7 +78,7 @@ func (w *Worker) archived(ctxs []context.Context, group []primary.Intent) {
 	now := w.clock.Now()
 	for i, m := range group {
 		if !m.CommittedAt.IsZero() {
-			w.inst.lag.Record(ctxs[i], now.Sub(m.CommittedAt).Seconds(), w.inst.dbSet)
+			w.inst.lag.Record(ctxs[i], now.Sub(m.CommittedAt).Seconds(), w.inst.dbRecord...)
 		}
 	}
 }

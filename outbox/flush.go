@@ -33,11 +33,15 @@ func (p *pass) flush(reason string) error {
 		return nil
 	}
 	group, ctxs := p.group, p.groupCtx
-	p.group, p.groupCtx = nil, nil
+	// The flush keeps group until it is awaited; the next group gets
+	// room for a whole group at once, instead of growing to it.
+	p.group, p.groupCtx = make([]primary.Intent, 0, MaxGroup), ctxs[:0]
 	if confirmed, err := p.confirm(group); err != nil || !confirmed {
+		clear(ctxs)
 		return err
 	}
 	p.w.archived(ctxs, group)
+	clear(ctxs) // no run's context (its span) is kept past its group
 	p.unsynced = true
 	p.flushing = p.w.startFlush(context.WithoutCancel(p.ctx), group, reason)
 	if reason == flushFailure {

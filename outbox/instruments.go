@@ -57,6 +57,10 @@ type instruments struct {
 	registrations []metric.Registration
 	db            attribute.KeyValue
 	dbSet         metric.MeasurementOption // {db}, built once
+	// dbRecord is dbSet as the option slice Record takes: passing dbSet
+	// alone would make a one-element slice of it per call (per event for
+	// the delivery lag).
+	dbRecord []metric.RecordOption
 }
 
 func newInstruments(opts Options, health func() Health) (*instruments, error) {
@@ -70,6 +74,7 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 	m := mp.Meter(ScopeName)
 	in := &instruments{tracer: tp.Tracer(ScopeName), db: AttrDatabase.String(opts.Alias)}
 	in.dbSet = metric.WithAttributeSet(attribute.NewSet(in.db))
+	in.dbRecord = []metric.RecordOption{in.dbSet}
 	var err error
 	if in.claimDur, err = m.Float64Histogram("riffdb.outbox.claim.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of one claim transaction on the primary.")); err != nil {
