@@ -80,8 +80,14 @@ func isHistoryKey(k []byte) bool {
 }
 
 func intentKey(id event.ID) []byte {
-	return id.AppendBinary(append(make([]byte, 0, 1+event.IDLen), nsIntent))
+	return appendIntentKey(make([]byte, 0, intentKeyLen), id)
 }
+
+// intentKeyLen is the length of an intent's key.
+const intentKeyLen = 1 + event.IDLen
+
+// appendIntentKey appends id's intent key to b.
+func appendIntentKey(b []byte, id event.ID) []byte { return id.AppendBinary(append(b, nsIntent)) }
 
 func idemKey(k string) []byte { return append([]byte{nsIdem}, k...) }
 

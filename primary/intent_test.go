@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -373,4 +374,57 @@ func TestCompleteDeferredIsDurableWithTheNextSyncedWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDuplicateMembersAtEveryListSize: a claim or a completion that lists
+// an event twice is refused whole, at a claim run's size (looked for member
+// by member) and beyond it (looked up in a map), wherever the repeat is.
+func TestDuplicateMembersAtEveryListSize(t *testing.T) {
+	db, bu := setup(t)
+	ctx := context.Background()
+	for i := range 40 {
+		exec(t, db, "place_order", fmt.Sprintf(`{"order_id":"o%d","amount_cents":1}`, i), "")
+	}
+	in := allIntents(t, db)
+	lease := bu.clock.Now().Add(10 * time.Second)
+	for _, n := range []int{2, 16, 17, 40} {
+		for _, at := range []int{1, n - 1} {
+			members := append([]primary.Intent(nil), in[:n]...)
+			members[at] = members[at-1]
+			if _, err := db.Claim(ctx, members, lease); !errors.Is(err, primary.ErrConflict) {
+				t.Fatalf("claim of %d with a repeat at %d: %v, want ErrConflict", n, at, err)
+			}
+		}
+	}
+	if got := allIntents(t, db); !equalIntents(got, in) {
+		t.Fatal("a refused claim changed an intent")
+	}
+	claimed, err := db.Claim(ctx, in, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{2, 16, 17, 40} {
+		members := append([]primary.Intent(nil), claimed[:n]...)
+		members[n-1] = members[0]
+		if err := db.Complete(ctx, members); !errors.Is(err, primary.ErrConflict) {
+			t.Fatalf("completion of %d with a repeat: %v, want ErrConflict", n, err)
+		}
+	}
+	wantCount(t, db, uint64(len(in)))
+	if err := db.Complete(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	wantCount(t, db, 0)
+}
+
+func equalIntents(a, b []primary.Intent) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Event != b[i].Event || a[i].State != b[i].State || a[i].Attempts != b[i].Attempts {
+			return false
+		}
+	}
+	return true
 }

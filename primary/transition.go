@@ -202,7 +202,7 @@ func (db *DB) casRewrite(members []Intent, next func(Intent) (Intent, bool), opt
 			db.casMu.Unlock()
 		}
 	}()
-	out, keys, err := db.compareLocked(members, next)
+	out, keys, err := db.compareLocked(members, next, true)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +251,7 @@ func (db *DB) casRemove(members []Intent, opts *pebble.WriteOptions, archiveFloo
 			db.casMu.Unlock()
 		}
 	}()
-	_, keys, err := db.compareLocked(members, completable)
+	_, keys, err := db.compareLocked(members, completable, false)
 	if err != nil {
 		return err
 	}
@@ -286,12 +286,21 @@ func (db *DB) casRemove(members []Intent, opts *pebble.WriteOptions, archiveFloo
 }
 
 // compareLocked reads every member's stored state, checks that it equals
-// the given one and that next accepts it, and returns next's results with
-// the members' keys. The caller holds casMu.
-func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool)) ([]Intent, [][]byte, error) {
-	seen := make(map[event.ID]struct{}, len(members))
-	out := make([]Intent, len(members))
+// the given one and that next accepts it, and returns the members' keys
+// with next's results (only if results: a completion has no use for them).
+// The caller holds casMu.
+func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool), results bool) ([]Intent, [][]byte, error) {
+	var seen map[event.ID]struct{}
+	if len(members) > smallSet {
+		seen = make(map[event.ID]struct{}, len(members))
+	}
+	var out []Intent
+	if results {
+		out = make([]Intent, len(members))
+	}
 	keys := make([][]byte, len(members))
+	// The keys share one array (the batch copies what it is given).
+	keyBuf := make([]byte, 0, len(members)*intentKeyLen)
 	// One iterator reads every member's stored state: the members of a run
 	// or a completion group are consecutive intents, so each seek lands next
 	// to the previous one.
@@ -301,11 +310,11 @@ func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool)) 
 	}
 	defer it.Close()
 	for i, m := range members {
-		if _, dup := seen[m.Event]; dup {
+		if givenBefore(members, i, seen) {
 			return nil, nil, fmt.Errorf("%w: event %s given twice", ErrConflict, m.Event)
 		}
-		seen[m.Event] = struct{}{}
-		k := intentKey(m.Event)
+		keyBuf = appendIntentKey(keyBuf, m.Event)
+		k := keyBuf[len(keyBuf)-intentKeyLen:]
 		if !seekGE(it, k) {
 			if err := it.Error(); err != nil {
 				return nil, nil, fmt.Errorf("primary: read intent: %w", err)
@@ -328,10 +337,37 @@ func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool)) 
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: event %s cannot leave %s that way", ErrConflict, m.Event, stored.State)
 		}
-		out[i] = n
+		if results {
+			out[i] = n
+		}
 		keys[i] = k
 	}
 	return out, keys, nil
+}
+
+// smallSet is the most members compareLocked checks for duplicates without
+// a map: a claim run or a completion group (at most 16) is compared member
+// by member, which costs less than making the map.
+const smallSet = 16
+
+// givenBefore reports whether members[i]'s event is among members[:i]. seen
+// is nil for a small set (searched directly); otherwise it holds the events
+// of members[:i], and members[i]'s is added to it.
+func givenBefore(members []Intent, i int, seen map[event.ID]struct{}) bool {
+	id := members[i].Event
+	if seen == nil {
+		for _, m := range members[:i] {
+			if m.Event == id {
+				return true
+			}
+		}
+		return false
+	}
+	if _, dup := seen[id]; dup {
+		return true
+	}
+	seen[id] = struct{}{}
+	return false
 }
 
 // applyLocked enters b into the store while the caller holds casMu. With
