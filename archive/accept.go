@@ -97,9 +97,9 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 			result = "refused"
 		}
 		if err == nil || result == "refused" {
-			s.accepted.Add(ctx, 1, s.resultSets[result])
+			s.accepted.Add(ctx, 1, s.resultSets[result]...)
 		}
-		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)
+		s.txnDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbRecord...)
 		s.endTxnSpan(span, key, len(record), err, out)
 	}()
 	if err := s.usable(); err != nil {
@@ -141,7 +141,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 	// 32-database delivery (docs/benchmarks/2026-12-01-multidb.md).
 	lookup := bytes.Compare(rk, s.last) <= 0
 	// One storage call: read the key, decide, and write.
-	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", &t.phase, s.txns, s.txnTimer, func(phase *txnPhase) error {
+	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", &t.phase, s.txns, s.txnTimer, func() error {
 		var existing []byte
 		if lookup {
 			var err error
@@ -180,7 +180,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 				Records: s.ckpt.acct.Records + 1, EncodedBytes: s.ckpt.acct.EncodedBytes + t.charge}}
 			_ = b.Set(keyCheckpoint, encodeCheckpoint(t.nextCk), nil)
 		}
-		if ctx.Err() != nil || !phase.beginWrite() {
+		if ctx.Err() != nil || !t.phase.beginWrite() {
 			_ = b.Close()
 			return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
 		}
@@ -259,7 +259,7 @@ func (s *Store) durableLocked(ctx context.Context) error {
 	if err == nil {
 		// Every batch's sync is awaited, in order: the last one's
 		// covers the ones before it, whose waits then return at once.
-		err = guardedTxn(ctx, s.st, s.timeout, "waiting for the archive transactions to be durable", nil, s.txns, s.txnTimer, func(*txnPhase) error {
+		err = guardedTxn(ctx, s.st, s.timeout, "waiting for the archive transactions to be durable", nil, s.txns, s.txnTimer, func() error {
 			for _, t := range txns {
 				if err := t.b.SyncWait(); err != nil {
 					return mapError("syncing the archive transactions", err)
@@ -272,13 +272,20 @@ func (s *Store) durableLocked(ctx context.Context) error {
 		}
 	}
 	now := s.clock()
+	stored := s.resultSets["stored"]
 	for _, t := range txns {
 		if err == nil {
 			_ = t.b.Close()
-			s.accepted.Add(t.ctx, 1, s.resultSets["stored"])
+			s.accepted.Add(t.ctx, 1, stored...)
 		}
-		s.txnDur.Record(t.ctx, now.Sub(t.start).Seconds(), s.dbSet)
+		s.txnDur.Record(t.ctx, now.Sub(t.start).Seconds(), s.dbRecord...)
 		s.endTxnSpan(t.span, t.key, t.size, err, deliverytype.Stored)
+	}
+	if err == nil {
+		// The call returned, so nothing reads txns any more: its array
+		// serves the next group (after a timeout the call may still run).
+		clear(txns)
+		s.applied = txns[:0]
 	}
 	return err
 }

@@ -136,7 +136,7 @@ func guarded(ctx context.Context, st *engineState, timeout time.Duration, op str
 		phase = new(txnPhase)
 		phase.v.Store(phaseWriting)
 	}
-	return guardedTxn(ctx, st, timeout, op, phase, nil, nil, func(*txnPhase) error { return fn() })
+	return guardedTxn(ctx, st, timeout, op, phase, nil, nil, fn)
 }
 
 // txnPhase is the phase of a guarded transaction, shared by guardedTxn and
@@ -162,8 +162,8 @@ func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseA
 // guardedTxn is guarded for a call that reads and then, possibly, writes:
 // one goroutine for the whole transaction instead of one per step (each
 // handoff between goroutines costs about as much as a tenth of an fsync on
-// a small VM). fn calls phase.beginWrite before its first write and returns
-// without writing when it fails. ctx ending while fn is still reading aborts
+// a small VM). fn, given phase by its caller, calls phase.beginWrite before
+// its first write and returns without writing when it fails. ctx ending while fn is still reading aborts
 // the phase and waits for fn; ctx ending once fn is writing abandons the
 // call (and marks the store unusable, the write's outcome being unknown).
 // A nil phase means a read-only call. fn runs on an idle goroutine of on,
@@ -171,7 +171,7 @@ func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseA
 // stopped timer of the caller's, set for this call and stopped again before
 // guardedTxn returns: a caller that runs one call at a time (Accept, under
 // the store's mutex) makes no timer per call.
-func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, on *goexit.Runner, timer *time.Timer, fn func(phase *txnPhase) error) error {
+func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, on *goexit.Runner, timer *time.Timer, fn func() error) error {
 	if err := st.err(); err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 	if on != nil {
 		run = on.Go
 	}
-	done := run(func() error { return fn(phase) })
+	done := run(fn)
 	if timer == nil {
 		timer = time.NewTimer(timeout)
 	} else {

@@ -129,7 +129,8 @@ func TestGuardedTxnCancelWhileReading(t *testing.T) {
 	st, _, _ := newTestState()
 	ctx := newHandoffCtx()
 	wrote := false
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), nil, nil, func(phase *txnPhase) error {
+	phase := new(txnPhase)
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", phase, nil, nil, func() error {
 		// The read: ctx ends meanwhile, and guardedTxn has taken the
 		// cancellation once cancel returns. fn then tries to begin its
 		// write, which fails: it returns without writing.
@@ -167,7 +168,8 @@ func TestGuardedTxnCancelWhileWriting(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	start := time.Now()
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", new(txnPhase), nil, nil, func(phase *txnPhase) error {
+	phase := new(txnPhase)
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", phase, nil, nil, func() error {
 		if !phase.beginWrite() {
 			t.Error("the write could not begin")
 		}

@@ -64,13 +64,13 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 	ctx, span := s.tracer.Start(ctx, SpanQuotaCheck, trace.WithAttributes(quotaCheckAttrs(s.dbAttr, len(keys))...))
 	start := s.clock()
 	defer func() {
-		s.checkDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbSet)
+		s.checkDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbRecord...)
 		if err == nil {
 			result := "fits"
 			if n < len(keys) {
 				result = "does_not_fit"
 			}
-			s.decisions.Add(ctx, 1, s.resultSets[result])
+			s.decisions.Add(ctx, 1, s.resultSets[result]...)
 		}
 		endSpan(span, nil, err, attribute.Int("riffdb.group.fits", n))
 	}()

@@ -48,8 +48,12 @@ type Store struct {
 	dbAttr       attribute.KeyValue // riffdb.database=<alias> on every metric and span
 	// dbSet and resultSets are the metric attribute sets, built once
 	// (building a set sorts and hashes it on every call otherwise).
+	// resultSets and dbRecord are kept as the option slices Add and Record
+	// take: passing one option alone makes a slice of it on every call,
+	// and these are recorded for every transaction.
 	dbSet      metric.MeasurementOption
-	resultSets map[string]metric.MeasurementOption // by result label
+	dbRecord   []metric.RecordOption
+	resultSets map[string][]metric.AddOption // by result label
 	fs         vfs.FS
 	realFS     bool
 	quota      int64

@@ -63,16 +63,17 @@ func (s *Store) initTelemetry(opts Options) error {
 		return fmt.Errorf("archive: telemetry: %w", err)
 	}
 	s.dbSet = metric.WithAttributeSet(attribute.NewSet(s.dbAttr))
-	s.resultSets = make(map[string]metric.MeasurementOption)
+	s.dbRecord = []metric.RecordOption{s.dbSet}
+	s.resultSets = make(map[string][]metric.AddOption)
 	for _, result := range []string{"stored", "duplicate", "refused", "fits", "does_not_fit"} {
-		s.resultSets[result] = metric.WithAttributeSet(attribute.NewSet(s.dbAttr, attribute.String("result", result)))
+		s.resultSets[result] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(s.dbAttr, attribute.String("result", result)))}
 	}
 	// Known label sets start at 0 so that increase() sees the first event.
 	for _, result := range []string{"stored", "duplicate", "refused"} {
-		s.accepted.Add(context.Background(), 0, s.resultSets[result])
+		s.accepted.Add(context.Background(), 0, s.resultSets[result]...)
 	}
 	for _, result := range []string{"fits", "does_not_fit"} {
-		s.decisions.Add(context.Background(), 0, s.resultSets[result])
+		s.decisions.Add(context.Background(), 0, s.resultSets[result]...)
 	}
 	used, err := m.Int64ObservableGauge("riffdb.archive.quota.used", metric.WithUnit("By"),
 		metric.WithDescription("Encoded bytes charged to the archive quota."))
