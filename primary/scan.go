@@ -37,7 +37,13 @@ func (db *DB) ScanIntents(ctx context.Context, after *event.ID, limit int) ([]In
 	if bytes.Compare(lower, upper) >= 0 {
 		return nil, nil
 	}
-	out, bad, err := db.readIntents(lower, upper, limit)
+	room := 0
+	if IndexState(db.idx.state.Load()) == IndexReady {
+		// No more intents than the index holds can follow lower: room for
+		// them at once, instead of growing a page of 500 from one.
+		room = int(min(uint64(limit), db.idx.count.Load()))
+	}
+	out, bad, err := db.readIntents(lower, upper, limit, room)
 	if bad != nil {
 		return nil, bad
 	}
@@ -91,7 +97,7 @@ func (db *DB) scanAll(after *event.ID, limit int) ([]Intent, error) {
 	if after != nil {
 		lower = append(intentKey(*after), 0)
 	}
-	out, bad, err := db.readIntents(lower, prefixEnd(nsIntent), limit)
+	out, bad, err := db.readIntents(lower, prefixEnd(nsIntent), limit, 0)
 	if bad != nil {
 		return nil, bad
 	}
@@ -132,9 +138,13 @@ func (db *DB) scanIndex() (counted uint64, delivering []Intent, corrupt bool, er
 }
 
 // readIntents returns up to limit intents stored in [lower, upper), in
-// event-id order. It stops at the first intent that does not decode and
-// returns that error as bad; err is the iterator's own (opening or closing).
-func (db *DB) readIntents(lower, upper []byte, limit int) (out []Intent, bad, err error) {
+// event-id order, with room for at least room of them made at once. It
+// stops at the first intent that does not decode and returns that error as
+// bad; err is the iterator's own (opening or closing).
+func (db *DB) readIntents(lower, upper []byte, limit, room int) (out []Intent, bad, err error) {
+	if room > 0 {
+		out = make([]Intent, 0, room)
+	}
 	err = db.forEachIntent(lower, upper, func(in Intent, err error) bool {
 		if err != nil {
 			bad = err
