@@ -33,9 +33,14 @@ func (p *pass) flush(reason string) error {
 		return nil
 	}
 	group, ctxs := p.group, p.groupCtx
-	// The flush keeps group until it is awaited; the next group gets
-	// room for a whole group at once, instead of growing to it.
-	p.group, p.groupCtx = make([]primary.Intent, 0, MaxGroup), ctxs[:0]
+	// The flush keeps group until it is awaited; the next group goes into
+	// the array of the group completed before it (awaitFlush), or a new
+	// one with room for a whole group, instead of growing to it.
+	p.group, p.groupCtx = p.spare, ctxs[:0]
+	if p.group == nil {
+		p.group = make([]primary.Intent, 0, MaxGroup)
+	}
+	p.spare = nil
 	if confirmed, err := p.confirm(group); err != nil || !confirmed {
 		clear(ctxs)
 		return err
@@ -54,13 +59,13 @@ func (p *pass) flush(reason string) error {
 // in flight: a flush at the bound or at page end runs in a goroutine of its
 // own, a flush before failure handling has run when startFlush returns.
 type completionFlush struct {
-	done chan error
-	n    int // the group's size
+	done  chan error
+	group []primary.Intent
 }
 
 // startFlush starts the completion of group (see pass.flush).
 func (w *Worker) startFlush(ctx context.Context, group []primary.Intent, reason string) *completionFlush {
-	f := &completionFlush{done: make(chan error, 1), n: len(group)}
+	f := &completionFlush{done: make(chan error, 1), group: group}
 	if reason == flushFailure {
 		f.done <- w.complete(ctx, group, reason)
 		return f
@@ -72,12 +77,13 @@ func (w *Worker) startFlush(ctx context.Context, group []primary.Intent, reason 
 	return f
 }
 
-// wait returns how many members the flush completed, or its error.
-func (f *completionFlush) wait() (int, error) {
+// wait returns the group the flush completed, or its error. Once it
+// returned, nothing reads the group any more.
+func (f *completionFlush) wait() ([]primary.Intent, error) {
 	if err := <-f.done; err != nil {
-		return 0, err
+		return nil, err
 	}
-	return f.n, nil
+	return f.group, nil
 }
 
 // confirm asks the destination to confirm the group's acceptances (they are
@@ -99,11 +105,12 @@ func (p *pass) awaitFlush() error {
 	if p.flushing == nil {
 		return nil
 	}
-	n, err := p.flushing.wait()
+	group, err := p.flushing.wait()
 	p.flushing = nil
 	if err != nil {
 		return fmt.Errorf("outbox: complete: %w", err)
 	}
-	p.res.Completed += n
+	p.res.Completed += len(group)
+	p.spare = group[:0]
 	return nil
 }

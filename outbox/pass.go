@@ -89,8 +89,10 @@ type pass struct {
 	// groupCtx holds the run context (its claim span) of each member of
 	// group, for the delivery lag's exemplars.
 	groupCtx []context.Context
-	nextDue  time.Time
-	halted   bool
+	// spare is the array of the last group completed, for the next one.
+	spare   []primary.Intent
+	nextDue time.Time
+	halted  bool
 	// accepted is set at the pass's first acceptance (see delivering).
 	accepted bool
 	// unsynced is set once a completion was applied; RunOnce syncs the

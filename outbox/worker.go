@@ -52,7 +52,8 @@ type Source interface {
 	Release(ctx context.Context, members []primary.Intent) ([]primary.Intent, error)
 	// CompleteDeferred removes delivered members without waiting for the
 	// fsync; the next synced write to the source (the next claim, retry or
-	// dead letter) or Sync makes the removal durable.
+	// dead letter) or Sync makes the removal durable. Once it returned
+	// nil, the worker reuses members' array: it must not keep it.
 	CompleteDeferred(ctx context.Context, members []primary.Intent) error
 	// Sync makes every write applied so far durable.
 	Sync(ctx context.Context) error
