@@ -87,7 +87,17 @@ func NewRunner() *Runner {
 // Go runs fn as the package's Go does, on an idle goroutine of r when there
 // is one. After Close it still runs fn, each call on a goroutine of its own.
 func (r *Runner) Go(fn func() error) <-chan Outcome {
-	j := job{fn: fn, done: make(chan Outcome, 1)}
+	return r.GoOn(fn, make(chan Outcome, 1))
+}
+
+// GoOn is Go with a result channel of the caller's, so that a caller that
+// makes one call after another need not make a channel for each: done must
+// have room for one Outcome, be empty, and be no channel that an earlier
+// call may still send on. A caller that received every earlier call's
+// result on done can give it again; one that stopped waiting for a call (a
+// timeout) must give a new channel from then on.
+func (r *Runner) GoOn(fn func() error, done chan Outcome) <-chan Outcome {
+	j := job{fn: fn, done: done}
 	select {
 	case r.work <- j: // an idle goroutine took it
 	default:

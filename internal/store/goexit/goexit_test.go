@@ -166,3 +166,36 @@ func TestRunnerClose(t *testing.T) {
 		t.Fatalf("after Close: %+v, want returned", got)
 	}
 }
+
+// TestRunnerGoOnReusesTheChannel: GoOn returns the caller's channel and
+// delivers each call's outcome on it, so one channel serves calls made one
+// after another, whatever the earlier call's outcome was.
+func TestRunnerGoOnReusesTheChannel(t *testing.T) {
+	t.Parallel()
+	r := goexit.NewRunner()
+	defer r.Close()
+	done := make(chan goexit.Outcome, 1)
+	want := errors.New("write refused")
+	calls := []struct {
+		fn   func() error
+		want func(goexit.Outcome) bool
+	}{
+		{func() error { return nil }, func(o goexit.Outcome) bool { return o.Returned && o.Err == nil }},
+		{func() error { return want }, func(o goexit.Outcome) bool { return o.Returned && errors.Is(o.Err, want) }},
+		{func() error { panic("wal rotation failed") }, func(o goexit.Outcome) bool { return !o.Returned && o.Panic == "wal rotation failed" }},
+		{func() error { runtime.Goexit(); return nil }, func(o goexit.Outcome) bool { return !o.Returned && o.Panic == nil }},
+		{func() error { return nil }, func(o goexit.Outcome) bool { return o.Returned && o.Err == nil }},
+	}
+	for i, c := range calls {
+		got := r.GoOn(c.fn, done)
+		if got != (<-chan goexit.Outcome)(done) {
+			t.Fatalf("call %d: GoOn returned another channel than the one it was given", i)
+		}
+		if o := <-got; !c.want(o) {
+			t.Fatalf("call %d: outcome %+v", i, o)
+		}
+		if len(done) != 0 {
+			t.Fatalf("call %d: %d more outcomes on the channel, want none", i, len(done))
+		}
+	}
+}
