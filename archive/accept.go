@@ -13,7 +13,6 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
 // checkRecord verifies that record is a stored event for key under the
@@ -115,9 +114,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 		return 0, err
 	}
 	if s.txns == nil {
-		s.txns = goexit.NewRunner()
-		s.txnTimer = time.NewTimer(s.timeout)
-		s.txnTimer.Stop()
+		s.txns = newTxnCalls()
 	}
 	rk := recordKey(key)
 	acct := s.acct
@@ -141,7 +138,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 	// 32-database delivery (docs/benchmarks/2026-12-01-multidb.md).
 	lookup := bytes.Compare(rk, s.last) <= 0
 	// One storage call: read the key, decide, and write.
-	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", &t.phase, s.txns, s.txnTimer, func() error {
+	err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", &t.phase, s.txns, func() error {
 		var existing []byte
 		if lookup {
 			var err error
@@ -259,7 +256,7 @@ func (s *Store) durableLocked(ctx context.Context) error {
 	if err == nil {
 		// Every batch's sync is awaited, in order: the last one's
 		// covers the ones before it, whose waits then return at once.
-		err = guardedTxn(ctx, s.st, s.timeout, "waiting for the archive transactions to be durable", nil, s.txns, s.txnTimer, func() error {
+		err = guardedTxn(ctx, s.st, s.timeout, "waiting for the archive transactions to be durable", nil, s.txns, func() error {
 			for _, t := range txns {
 				if err := t.b.SyncWait(); err != nil {
 					return mapError("syncing the archive transactions", err)

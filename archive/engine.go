@@ -136,7 +136,7 @@ func guarded(ctx context.Context, st *engineState, timeout time.Duration, op str
 		phase = new(txnPhase)
 		phase.v.Store(phaseWriting)
 	}
-	return guardedTxn(ctx, st, timeout, op, phase, nil, nil, fn)
+	return guardedTxn(ctx, st, timeout, op, phase, nil, fn)
 }
 
 // txnPhase is the phase of a guarded transaction, shared by guardedTxn and
@@ -166,23 +166,19 @@ func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseA
 // its first write and returns without writing when it fails. ctx ending while fn is still reading aborts
 // the phase and waits for fn; ctx ending once fn is writing abandons the
 // call (and marks the store unusable, the write's outcome being unknown).
-// A nil phase means a read-only call. fn runs on an idle goroutine of on,
-// or on a goroutine of its own when on is nil. timer, when not nil, is a
-// stopped timer of the caller's, set for this call and stopped again before
-// guardedTxn returns: a caller that runs one call at a time (Accept, under
-// the store's mutex) makes no timer per call.
-func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, on *goexit.Runner, timer *time.Timer, fn func() error) error {
+// A nil phase means a read-only call. fn runs with what on keeps for a
+// caller that runs one call at a time (Accept, under the store's mutex), or
+// on a goroutine, timer and channel of its own when on is nil.
+func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op string, phase *txnPhase, on *txnCalls, fn func() error) error {
 	if err := st.err(); err != nil {
 		return err
 	}
-	run := goexit.Go
-	if on != nil {
-		run = on.Go
-	}
-	done := run(fn)
-	if timer == nil {
-		timer = time.NewTimer(timeout)
+	var done <-chan goexit.Outcome
+	var timer *time.Timer
+	if on == nil {
+		done, timer = goexit.Go(fn), time.NewTimer(timeout)
 	} else {
+		done, timer = on.runner.GoOn(fn, on.done), on.timer
 		// Since Go 1.23 a Reset timer never delivers a value of its earlier
 		// setting, so one timer serves its owner's calls one after another.
 		timer.Reset(timeout)
@@ -205,6 +201,7 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 			}
 			return mapError(op, o.Err)
 		case <-timer.C:
+			on.gaveUp()
 			err := fmt.Errorf("%w: %s timed out after %s: %w", ErrUnavailable, op, timeout, context.DeadlineExceeded)
 			st.fail(err)
 			st.log.Error("archive storage engine call timed out; archive marked unusable", zap.String("op", op))
@@ -217,10 +214,36 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 				ctxDone = nil
 				continue
 			}
+			on.gaveUp()
 			err := fmt.Errorf("%w: %s abandoned: %w", ErrUnavailable, op, context.Cause(ctx))
 			st.fail(err)
 			return err
 		}
+	}
+}
+
+// txnCalls is what the transactions of a caller that runs them one at a
+// time share from one call to the next: the kept goroutines that run them
+// (goexit.Runner: no new goroutine, and no stack growth, per event), the
+// timer that bounds each, and the channel each result comes back on.
+type txnCalls struct {
+	runner *goexit.Runner
+	timer  *time.Timer
+	done   chan goexit.Outcome
+}
+
+func newTxnCalls() *txnCalls {
+	c := &txnCalls{runner: goexit.NewRunner(), timer: time.NewTimer(time.Hour), done: make(chan goexit.Outcome, 1)}
+	c.timer.Stop()
+	return c
+}
+
+// gaveUp is called when guardedTxn stopped waiting for a call that may
+// still send its result: the next call gets a new channel (goexit.GoOn).
+// A nil c has nothing to replace.
+func (c *txnCalls) gaveUp() {
+	if c != nil {
+		c.done = make(chan goexit.Outcome, 1)
 	}
 }
 

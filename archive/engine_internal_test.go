@@ -130,7 +130,7 @@ func TestGuardedTxnCancelWhileReading(t *testing.T) {
 	ctx := newHandoffCtx()
 	wrote := false
 	phase := new(txnPhase)
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", phase, nil, nil, func() error {
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", phase, nil, func() error {
 		// The read: ctx ends meanwhile, and guardedTxn has taken the
 		// cancellation once cancel returns. fn then tries to begin its
 		// write, which fails: it returns without writing.
@@ -169,7 +169,7 @@ func TestGuardedTxnCancelWhileWriting(t *testing.T) {
 	defer close(release)
 	start := time.Now()
 	phase := new(txnPhase)
-	err := guardedTxn(ctx, st, time.Minute, "the transaction", phase, nil, nil, func() error {
+	err := guardedTxn(ctx, st, time.Minute, "the transaction", phase, nil, func() error {
 		if !phase.beginWrite() {
 			t.Error("the write could not begin")
 		}
@@ -182,5 +182,36 @@ func TestGuardedTxnCancelWhileWriting(t *testing.T) {
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Fatal("abandoning waited for the hung write")
+	}
+}
+
+// TestTxnCallsAfterATimeout: a caller's kept channel is not given to the
+// call after one that timed out. The late result of the call given up on
+// reaches the channel that call had, and the next call returns its own.
+func TestTxnCallsAfterATimeout(t *testing.T) {
+	t.Parallel()
+	calls := newTxnCalls()
+	defer calls.runner.Close()
+	ctx := context.Background()
+	st, _, _ := newTestState()
+	if err := guardedTxn(ctx, st, time.Minute, "the first transaction", nil, calls, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	first := calls.done
+	late := errors.New("the late result")
+	release := make(chan struct{})
+	err := guardedTxn(ctx, st, 20*time.Millisecond, "the hung transaction", nil, calls, func() error { <-release; return late })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung call: %v, want a timeout", err)
+	}
+	close(release)
+	for deadline := time.Now().Add(10 * time.Second); len(first) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the late result never arrived")
+		}
+	}
+	next, _, _ := newTestState() // a state not failed by the timeout
+	if err := guardedTxn(ctx, next, time.Minute, "the next transaction", nil, calls, func() error { return nil }); err != nil {
+		t.Fatalf("the call after the timeout returned %v, want its own nil", err)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/event"
-	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
 // core is what a Store and an offline inspection share: an open Pebble
@@ -85,7 +84,7 @@ type Store struct {
 	// fullInterval is Options.FullValidationInterval.
 	fullInterval time.Duration
 
-	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv, last, txns, txnTimer and validated
+	mu   sync.Mutex // the single writer; guards acct, free, ckpt, ckptKey, adv, last, txns and validated
 	acct accounting
 	// validated is when the whole archive was last validated, as stored
 	// (zero: not known; validation.go).
@@ -102,13 +101,9 @@ type Store struct {
 	// Open and raised by every Accept that stores a record: a key beyond it
 	// cannot be in the store, so Accept does not look it up (accept.go).
 	last []byte
-	// txns runs Accept's transactions on kept goroutines (goexit.Runner:
-	// no new goroutine, and no stack growth, per event); made by the
-	// first Accept, closed by Close.
-	txns *goexit.Runner
-	// txnTimer bounds each of Accept's transactions (guardedTxn), reused
-	// from one to the next; made with txns.
-	txnTimer *time.Timer
+	// txns is what Accept's transactions share from one to the next
+	// (txnCalls); made by the first Accept, closed by Close.
+	txns *txnCalls
 	// applied holds the transactions Apply applied since the last
 	// Durable, in order.
 	applied []appliedTxn
@@ -231,7 +226,7 @@ func (s *Store) Close() error {
 	err := s.closeDB()
 	s.shut = true
 	if s.txns != nil {
-		s.txns.Close()
+		s.txns.runner.Close()
 	}
 	if err == nil && s.st.err() == nil && s.db != nil && !s.abandoned {
 		// A clean close raises the floor to the accounting every accepted
