@@ -167,8 +167,8 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 		}
 		t.next = accounting{Records: acct.Records + 1, EncodedBytes: acct.EncodedBytes + t.charge}
 		b := s.db.NewBatch()
-		_ = b.Set(rk, encodeValue(key, record), nil)
-		_ = b.Set(keyAccounting, encodeAccounting(t.next), nil)
+		setRecord(b, rk, record)
+		setAccounting(b, t.next)
 		if s.ckptKey != nil && bytes.Compare(rk, s.ckptKey) < 0 {
 			// Keep the checkpoint's totals those of every record at or
 			// before its key (checkpoint.go), in the same atomic batch.
@@ -285,4 +285,22 @@ func (s *Store) durableLocked(ctx context.Context) error {
 		s.applied = txns[:0]
 	}
 	return err
+}
+
+// setRecord adds to b the record under rk (recordKey: prefixRecord and the
+// canonical key's bytes), encoded into the batch itself rather than into a
+// value of its own that the batch then copies.
+func setRecord(b *pebble.Batch, rk, record []byte) {
+	op := b.SetDeferred(len(rk), encodedValueLen(len(record)))
+	copy(op.Key, rk)
+	appendValue(op.Value[:0], rk[1:], record)
+	_ = op.Finish() // fails only for an indexed batch
+}
+
+// setAccounting is setRecord for the accounting.
+func setAccounting(b *pebble.Batch, a accounting) {
+	op := b.SetDeferred(len(keyAccounting), accountingLen)
+	copy(op.Key, keyAccounting)
+	appendAccounting(op.Value[:0], a)
+	_ = op.Finish()
 }

@@ -111,10 +111,16 @@ func encodedValueLen(recordLen int) int { return 1 + recordLen + 4 }
 // the canonical key, the version and the stored-event bytes. Covering the key
 // detects a value that ended up under another key.
 func encodeValue(key event.Key, record []byte) []byte {
-	v := make([]byte, 0, encodedValueLen(len(record)))
-	v = append(v, recordVersion)
-	v = append(v, record...)
-	return binary.BigEndian.AppendUint32(v, checksum(key.Bytes(), v))
+	return appendValue(make([]byte, 0, encodedValueLen(len(record))), key.Bytes(), record)
+}
+
+// appendValue appends encodeValue's encoding of record to dst, given the
+// canonical key's bytes.
+func appendValue(dst, keyBytes, record []byte) []byte {
+	start := len(dst)
+	dst = append(dst, recordVersion)
+	dst = append(dst, record...)
+	return binary.BigEndian.AppendUint32(dst, checksum(keyBytes, dst[start:]))
 }
 
 // decodeValue verifies an encoded value under its canonical key and returns
@@ -238,14 +244,21 @@ type accounting struct {
 
 // encodeAccounting encodes count(u64) ‖ bytes(u64) ‖ CRC32C.
 func encodeAccounting(a accounting) []byte {
-	b := make([]byte, 0, 20)
-	b = binary.BigEndian.AppendUint64(b, uint64(a.Records))
-	b = binary.BigEndian.AppendUint64(b, uint64(a.EncodedBytes))
-	return binary.BigEndian.AppendUint32(b, checksum(b))
+	return appendAccounting(make([]byte, 0, accountingLen), a)
+}
+
+const accountingLen = 8 + 8 + 4
+
+// appendAccounting appends encodeAccounting's encoding of a to dst.
+func appendAccounting(dst []byte, a accounting) []byte {
+	start := len(dst)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(a.Records))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(a.EncodedBytes))
+	return binary.BigEndian.AppendUint32(dst, checksum(dst[start:]))
 }
 
 func decodeAccounting(b []byte) (accounting, error) {
-	if len(b) != 20 || binary.BigEndian.Uint32(b[16:]) != checksum(b[:16]) {
+	if len(b) != accountingLen || binary.BigEndian.Uint32(b[16:]) != checksum(b[:16]) {
 		return accounting{}, fmt.Errorf("%w: accounting value", ErrCorrupt)
 	}
 	a := accounting{Records: int64(binary.BigEndian.Uint64(b)), EncodedBytes: int64(binary.BigEndian.Uint64(b[8:]))}

@@ -220,3 +220,33 @@ func TestStepCursorRefusesDamage(t *testing.T) {
 		t.Fatalf("other version: %v", err)
 	}
 }
+
+// TestSetRecordEncodesAsEncodeValue: the record and the accounting that
+// Accept encodes into its batch (setRecord, setAccounting) are, key and
+// value, what encodeValue and encodeAccounting give, and the batch holds
+// nothing else.
+func TestSetRecordEncodesAsEncodeValue(t *testing.T) {
+	k, r := rec(t, testDatabase, 3, 1, `{"order_id":"o-1","amount_cents":125}`)
+	a := accounting{Records: 7, EncodedBytes: 4096}
+	b := new(pebble.Batch)
+	rk := recordKey(k)
+	setRecord(b, rk, r)
+	setAccounting(b, a)
+	want := []struct{ key, value []byte }{{rk, encodeValue(k, r)}, {keyAccounting, encodeAccounting(a)}}
+	rd := b.Reader()
+	for i, w := range want {
+		kind, key, value, ok, err := rd.Next()
+		if err != nil || !ok || kind != pebble.InternalKeyKindSet {
+			t.Fatalf("entry %d: kind %v, ok %v, err %v", i, kind, ok, err)
+		}
+		if !bytes.Equal(key, w.key) || !bytes.Equal(value, w.value) {
+			t.Fatalf("entry %d: %x = %x, want %x = %x", i, key, value, w.key, w.value)
+		}
+	}
+	if _, _, _, ok, err := rd.Next(); ok || err != nil {
+		t.Fatalf("more in the batch than the record and the accounting (err %v)", err)
+	}
+	if _, _, err := decodeValue(k, want[0].value); err != nil {
+		t.Fatal(err)
+	}
+}
