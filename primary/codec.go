@@ -3,6 +3,7 @@ package primary
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -70,8 +71,12 @@ func commitPrefix(seq uint64) []byte {
 
 func historyKey(seq uint64) []byte { return append(commitPrefix(seq), kindHistory) }
 
-func eventKey(id event.ID) []byte {
-	return binary.BigEndian.AppendUint32(append(commitPrefix(id.Seq), kindEvent), id.Pos)
+func eventKey(id event.ID) []byte { return appendEventKey(make([]byte, 0, eventKeyLen), id) }
+
+// appendEventKey appends id's event key to b.
+func appendEventKey(b []byte, id event.ID) []byte {
+	b = binary.BigEndian.AppendUint64(append(b, nsCommit), id.Seq)
+	return binary.BigEndian.AppendUint32(append(b, kindEvent), id.Pos)
 }
 
 // isHistoryKey reports whether a key of nsCommit is a history record's.
@@ -208,7 +213,10 @@ const (
 // failReasonLen(1) ‖ failReason. Times are Unix nanoseconds, 0 for the zero
 // time. An intent that never failed keeps version 1, the bytes every build
 // reads.
-func encodeIntent(in Intent) []byte {
+func encodeIntent(in Intent) []byte { return appendIntent(nil, in) }
+
+// appendIntent appends encodeIntent's encoding of in to b.
+func appendIntent(b []byte, in Intent) []byte {
 	tp := in.TraceParent
 	if len(tp) > maxTraceParentLen {
 		tp = ""
@@ -217,7 +225,7 @@ func encodeIntent(in Intent) []byte {
 	if len(reason) > MaxDeadReasonLen {
 		reason = reason[:MaxDeadReasonLen]
 	}
-	b := make([]byte, 0, 36+len(tp)+2+len(reason)+4)
+	b = slices.Grow(b, 36+len(tp)+2+len(reason)+4)
 	version := byte(intentVersion)
 	f := in.LastFailure
 	if in.Redrives > 0 || !f.At.IsZero() {

@@ -1,7 +1,6 @@
 package primary
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -25,8 +24,13 @@ func (db *DB) LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error) 
 		return nil, fmt.Errorf("primary: load events: %w", err)
 	}
 	out := make([][]byte, len(ids))
+	// The keys share one array, and so do the copies of the values (each
+	// capped at its own end): two allocations for a run, not two per event.
+	keys := make([]byte, 0, len(ids)*eventKeyLen)
+	var vals []byte
 	for i, id := range ids {
-		k := eventKey(id)
+		keys = appendEventKey(keys, id)
+		k := keys[len(keys)-eventKeyLen:]
 		if !seekGE(it, k) {
 			if err := it.Close(); err != nil {
 				return nil, fmt.Errorf("primary: load events: %w", err)
@@ -38,7 +42,12 @@ func (db *DB) LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error) 
 			_ = it.Close()
 			return nil, fmt.Errorf("primary: load events: %w", err)
 		}
-		out[i] = bytes.Clone(v)
+		if vals == nil {
+			// Room for the run if its events are about this one's size.
+			vals = make([]byte, 0, len(v)*(len(ids)-i)*5/4+len(v))
+		}
+		vals = append(vals, v...)
+		out[i] = vals[len(vals)-len(v) : len(vals) : len(vals)]
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("primary: load events: %w", err)

@@ -357,8 +357,8 @@ func TestNoSequenceGapsUnderConcurrency(t *testing.T) {
 }
 
 // TestLoadEventsMatchesLoadEvent: the batch read returns each event's exact
-// bytes in the order asked (also out of key order and across commits) and
-// refuses a missing event.
+// bytes in the order asked (also out of key order and across commits), each
+// a slice of its own, and refuses a missing event.
 func TestLoadEventsMatchesLoadEvent(t *testing.T) {
 	db, _ := setup(t)
 	ctx := context.Background()
@@ -379,6 +379,12 @@ func TestLoadEventsMatchesLoadEvent(t *testing.T) {
 		if !bytes.Equal(got[i], want) {
 			t.Fatalf("LoadEvents[%d] (%s) = %x, want %x", i, id, got[i], want)
 		}
+	}
+	// Each is a slice of its own: appending to one leaves the next alone.
+	next := bytes.Clone(got[1])
+	_ = append(got[0], 0xff)
+	if !bytes.Equal(got[1], next) {
+		t.Fatal("appending to one loaded event changed the next")
 	}
 	if _, err := db.LoadEvents(ctx, []event.ID{ids[0], {Seq: 3, Pos: 7}}); !errors.Is(err, primary.ErrNotFound) {
 		t.Fatalf("LoadEvents with a missing event = %v, want ErrNotFound", err)

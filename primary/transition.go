@@ -209,8 +209,9 @@ func (db *DB) casRewrite(members []Intent, next func(Intent) (Intent, bool), opt
 	b := db.store.NewBatch()
 	defer b.Close()
 	upgrade := false
+	var v []byte // one array for every member's value: the batch copies each
 	for i, k := range keys {
-		v := encodeIntent(out[i])
+		v = appendIntent(v[:0], out[i])
 		upgrade = upgrade || v[0] != intentVersion
 		_ = b.Set(k, v, nil)
 	}
