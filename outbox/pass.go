@@ -35,7 +35,10 @@ type PassResult struct {
 func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	w.passMu.Lock()
 	defer w.passMu.Unlock()
-	p := &pass{w: w, ctx: ctx}
+	p := &pass{w: w, ctx: ctx, group: w.groups[0], spare: w.groups[1], groupCtx: w.groupCtxs}
+	if p.group == nil {
+		p.group = make([]primary.Intent, 0, MaxGroup)
+	}
 	err := p.run()
 	// A run claimed ahead (prepareNext) that the pass did not reach: its
 	// claim is awaited, and its members stay delivering under their lease,
@@ -60,6 +63,9 @@ func (w *Worker) RunOnce(ctx context.Context) (PassResult, error) {
 	if ferr := p.awaitFlush(); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
+	// The arrays are the worker's again; one a flush still held after a
+	// failure is not among them (see awaitFlush).
+	w.groups, w.groupCtxs = [2][]primary.Intent{p.group[:0], p.spare}, p.groupCtx[:0]
 	if p.unsynced {
 		// Completions are applied without their own fsync (the next claim's
 		// makes them durable); make the last ones durable before the worker

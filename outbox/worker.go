@@ -167,6 +167,11 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	passMu sync.Mutex // one pass at a time
+	// groups, under passMu, are the arrays of a pass's completion groups
+	// (group, spare) and of their run contexts, kept for the next pass: a
+	// pass per commit of a few events would otherwise make them anew.
+	groups    [2][]primary.Intent
+	groupCtxs []context.Context
 	// deadEnd, under passMu, is the last intent of the leading run of dead
 	// letters the passes have seen: every intent at or before it is a dead
 	// letter, and a pass starts scanning after it. Only an operator's
