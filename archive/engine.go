@@ -163,9 +163,10 @@ func (p *txnPhase) abort() bool { return p.v.CompareAndSwap(phaseReading, phaseA
 // one goroutine for the whole transaction instead of one per step (each
 // handoff between goroutines costs about as much as a tenth of an fsync on
 // a small VM). fn, given phase by its caller, calls phase.beginWrite before
-// its first write and returns without writing when it fails. ctx ending while fn is still reading aborts
-// the phase and waits for fn; ctx ending once fn is writing abandons the
-// call (and marks the store unusable, the write's outcome being unknown).
+// its first write and returns without writing when it fails. ctx ending
+// while fn is still reading aborts the phase and waits for fn; ctx ending
+// once fn is writing abandons the call (and marks the store unusable, the
+// write's outcome being unknown).
 // A nil phase means a read-only call. fn runs with what on keeps for a
 // caller that runs one call at a time (Accept, under the store's mutex), or
 // on a goroutine, timer and channel of its own when on is nil.
