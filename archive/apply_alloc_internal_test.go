@@ -28,9 +28,7 @@ const applyAllocsPerEvent = 11
 // allocates at most applyAllocsPerEvent times per event, Pebble's and the
 // OpenTelemetry SDK's allocations included.
 func TestApplyAllocations(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("the race detector allocates on its own account; make unit runs this test without it")
-	}
+	testutil.SkipUnderRace(t)
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "outbox")
 	if err := os.Mkdir(dir, 0o700); err != nil {

@@ -616,9 +616,7 @@ func TestManageBackupsScoped(t *testing.T) {
 // pads) and a buffer for the decoded token cost six more, and two SHA-256
 // blocks.
 func TestAuthenticateAllocations(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("the race detector allocates on its own account; make unit runs this test without it")
-	}
+	testutil.SkipUnderRace(t)
 	s, _ := setup(t)
 	tok, _, err := s.Create("commands", []capability.Permission{capability.ExecuteCommands}, "")
 	if err != nil {

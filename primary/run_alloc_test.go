@@ -20,9 +20,7 @@ const runAllocs = 32
 // run of 16 events (load their bytes, claim them, complete them) allocates
 // at most runAllocs times, Pebble's allocations included.
 func TestRunAllocations(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("the race detector allocates on its own account; make unit runs this test without it")
-	}
+	testutil.SkipUnderRace(t)
 	db, bu := setup(t)
 	ctx := context.Background()
 	const run, runs = 16, 20

@@ -31,9 +31,7 @@ func (discardWriter) WriteHeader(int)             {}
 // the count; then look at what allocates (go test -memprofile) before
 // moving the bound.
 func TestHTTPTelemetryAllocations(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("the race detector allocates on its own account; make unit runs this test without it")
-	}
+	testutil.SkipUnderRace(t)
 	tel := defaultTelemetry(t, io.Discard)
 	body := []byte(`{"commit_seq":1}`)
 	mux := http.NewServeMux()
