@@ -27,9 +27,10 @@
 //
 // # Tracing
 //
-// Each request has a root span "loadgen.request"; the HTTP client is wrapped
-// in otelhttp.NewTransport, which adds a client span and a W3C traceparent
-// header, so the server's spans (its HTTP span and riffdb.command) join the
+// Each request has a root span "loadgen.request" and, under it, a client
+// span "HTTP POST" (the one otelhttp's transport made; see clientspan.go for
+// why it is the generator's own) whose W3C traceparent header the request
+// carries, so the server's spans (its HTTP span and riffdb.command) join the
 // same trace. Without Config.TracerProvider the run builds its own OTel SDK
 // tracer provider: with Config.OTLPEndpoint spans are exported via OTLP/gRPC
 // (flushed before Run returns), otherwise they are recorded only for their

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // TestRecorderPercentilesMergeAcrossWorkers records 1..1000 ms spread over
@@ -159,7 +157,7 @@ func TestDialRefusesNonLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(s, tracenoop.NewTracerProvider(), &connSet{m: map[net.Conn]struct{}{}})
+	c := newClient(s, &connSet{m: map[net.Conn]struct{}{}})
 	resp, err := c.Get("http://192.0.2.1:9/")
 	if err == nil {
 		resp.Body.Close()

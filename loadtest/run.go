@@ -15,11 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -69,7 +67,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		tp = sdk
 	}
 	conns := &connSet{m: map[net.Conn]struct{}{}}
-	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, tp, conns)}
+	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, conns),
+		clientAttrs: clientSpanAttrs(s.target)}
 	// Close every connection, including ones the transport dialed
 	// speculatively and never used: left open, they would hold up the
 	// server's graceful shutdown.
@@ -159,15 +158,13 @@ func newProvider(ctx context.Context, s *settings) (*sdktrace.TracerProvider, er
 // loopback.
 var errNotLoopbackDial = errors.New("loadtest: refusing to connect to a non-loopback address")
 
-// newClient builds the HTTP client: loopback-only dialing, no proxy, no
-// redirects, and otelhttp for the client span and the traceparent header.
-func newClient(s *settings, tp trace.TracerProvider, conns *connSet) *http.Client {
+// newClient builds the HTTP client of the commands: loopback-only dialing,
+// no proxy, no redirects. Each request's client span and traceparent header
+// are send's (see clientSpanAttrs).
+func newClient(s *settings, conns *connSet) *http.Client {
 	return &http.Client{
-		Timeout: s.RequestTimeout,
-		Transport: otelhttp.NewTransport(newTransport(s, conns),
-			otelhttp.WithTracerProvider(tp),
-			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-			otelhttp.WithPropagators(propagation.TraceContext{})),
+		Timeout:       s.RequestTimeout,
+		Transport:     newTransport(s, conns),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
@@ -237,7 +234,9 @@ type runner struct {
 	s      *settings
 	tracer trace.Tracer
 	client *http.Client
-	live   *live // nil without Config.Progress
+	// clientAttrs are the attributes every client span starts with.
+	clientAttrs []attribute.KeyValue
+	live        *live // nil without Config.Progress
 }
 
 // record counts o in the worker's recorder and in the live numbers.
@@ -383,12 +382,15 @@ type commandResponse struct {
 // is then the transport's error.
 func (r *runner) send(ctx context.Context, body []byte) (status int, resp commandResponse, failure string, err error) {
 	s := r.s
+	ctx, span := r.tracer.Start(ctx, clientSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(r.clientAttrs...))
+	defer func() { endClientSpan(span, status, err) }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(body))
 	if err != nil { // the URL was validated, so this is not expected
 		return 0, resp, "transport", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+s.Token)
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	hr, err := r.client.Do(req)
 	if err != nil {
 		return 0, resp, transportKey(ctx, err), err
