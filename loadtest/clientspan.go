@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"net"
 	"net/url"
 	"strconv"
 
@@ -27,24 +26,14 @@ const clientSpanName = "HTTP POST"
 // TestEachRequestIsOneSegment).
 
 // clientSpanAttrs returns the attributes every client span of a run to
-// target starts with: the method, the URL (without user information), the
+// target, the command URL under the validated server URL u (no user
+// information: validate refuses it), starts with: the method, the URL, the
 // server's address and port (when not the scheme's default) and the
 // protocol version.
-func clientSpanAttrs(target string) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodPost}
-	u, err := url.Parse(target)
-	if err != nil { // not expected: the target is built from a validated URL
-		return append(attrs, semconv.URLFull(target), semconv.NetworkProtocolVersion("1.1"))
-	}
-	u.User = nil
-	attrs = append(attrs, semconv.URLFull(u.String()))
-	host, port := u.Host, 0
-	if h, p, err := net.SplitHostPort(u.Host); err == nil {
-		host = h
-		port, _ = strconv.Atoi(p)
-	}
-	attrs = append(attrs, semconv.ServerAddress(host))
-	if port > 0 && !(u.Scheme == "http" && port == 80 || u.Scheme == "https" && port == 443) {
+func clientSpanAttrs(u *url.URL, target string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodPost, semconv.URLFull(target), semconv.ServerAddress(u.Hostname())}
+	if port, err := strconv.Atoi(u.Port()); err == nil && port > 0 &&
+		!(u.Scheme == "http" && port == 80 || u.Scheme == "https" && port == 443) {
 		attrs = append(attrs, semconv.ServerPort(port))
 	}
 	return append(attrs, semconv.NetworkProtocolVersion("1.1"))

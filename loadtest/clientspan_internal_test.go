@@ -41,8 +41,7 @@ func TestClientSpanMatchesOtelhttp(t *testing.T) {
 	ours, theirs := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
 	oursTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ours))
 	theirsTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(theirs))
-	r := &runner{s: s, tracer: oursTP.Tracer("test"), client: newClient(s, &connSet{m: map[net.Conn]struct{}{}}),
-		clientAttrs: clientSpanAttrs(s.target)}
+	r := &runner{s: s, tracer: oursTP.Tracer("test"), client: newClient(s, &connSet{m: map[net.Conn]struct{}{}})}
 	otelClient := &http.Client{Transport: otelhttp.NewTransport(&http.Transport{},
 		otelhttp.WithTracerProvider(theirsTP), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithPropagators(propagation.TraceContext{}))}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
@@ -140,13 +141,15 @@ type Config struct {
 // settings is a validated Config with defaults applied.
 type settings struct {
 	Config
-	base     string // server base URL, without a trailing slash
-	metrics  string // metrics URL, "" without MetricsAddress
-	target   string // full command URL
-	parts    []string
-	runID    string
-	closed   bool
-	template string
+	base    string // server base URL, without a trailing slash
+	metrics string // metrics URL, "" without MetricsAddress
+	target  string // full command URL
+	// clientAttrs are the attributes every client span starts with.
+	clientAttrs []attribute.KeyValue
+	parts       []string
+	runID       string
+	closed      bool
+	template    string
 }
 
 func invalid(format string, args ...any) error {
@@ -195,6 +198,7 @@ func (c Config) validate() (*settings, error) {
 	}
 	s.base = strings.TrimRight(u.String(), "/")
 	s.target = s.base + "/v1/databases/" + url.PathEscape(s.Database) + "/commands/" + url.PathEscape(s.Command)
+	s.clientAttrs = clientSpanAttrs(u, s.target)
 	if c.MetricsAddress != "" {
 		m, err := targetURL(c.MetricsAddress, "metrics")
 		if err != nil {

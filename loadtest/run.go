@@ -67,14 +67,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		tp = sdk
 	}
 	conns := &connSet{m: map[net.Conn]struct{}{}}
-	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, conns),
-		clientAttrs: clientSpanAttrs(s.target)}
+	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, conns)}
 	// Close every connection, including ones the transport dialed
 	// speculatively and never used: left open, they would hold up the
 	// server's graceful shutdown.
 	defer conns.closeAll()
-	stats := &statsClient{s: s, client: &http.Client{Timeout: s.RequestTimeout, Transport: newTransport(s, conns),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	stats := &statsClient{s: s, client: newClient(s, conns)} // a pool of its own, apart from the commands'
+
 	var first dbStats
 	var lagBefore map[float64]float64
 	if s.WaitDelivered {
@@ -158,9 +157,9 @@ func newProvider(ctx context.Context, s *settings) (*sdktrace.TracerProvider, er
 // loopback.
 var errNotLoopbackDial = errors.New("loadtest: refusing to connect to a non-loopback address")
 
-// newClient builds the HTTP client of the commands: loopback-only dialing,
-// no proxy, no redirects. Each request's client span and traceparent header
-// are send's (see clientSpanAttrs).
+// newClient builds an HTTP client with a connection pool of its own:
+// loopback-only dialing, no proxy, no redirects. The commands' client spans
+// and traceparent headers are send's (clientspan.go).
 func newClient(s *settings, conns *connSet) *http.Client {
 	return &http.Client{
 		Timeout:       s.RequestTimeout,
@@ -234,9 +233,7 @@ type runner struct {
 	s      *settings
 	tracer trace.Tracer
 	client *http.Client
-	// clientAttrs are the attributes every client span starts with.
-	clientAttrs []attribute.KeyValue
-	live        *live // nil without Config.Progress
+	live   *live // nil without Config.Progress
 }
 
 // record counts o in the worker's recorder and in the live numbers.
@@ -382,7 +379,7 @@ type commandResponse struct {
 // is then the transport's error.
 func (r *runner) send(ctx context.Context, body []byte) (status int, resp commandResponse, failure string, err error) {
 	s := r.s
-	ctx, span := r.tracer.Start(ctx, clientSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(r.clientAttrs...))
+	ctx, span := r.tracer.Start(ctx, clientSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(s.clientAttrs...))
 	defer func() { endClientSpan(span, status, err) }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(body))
 	if err != nil { // the URL was validated, so this is not expected
