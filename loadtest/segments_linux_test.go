@@ -3,6 +3,7 @@
 package loadtest_test
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -42,11 +43,14 @@ func TestEachRequestIsOneSegment(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		var info *unix.TCPInfo
+		var (
+			info    *unix.TCPInfo
+			infoErr error
+		)
 		if err := raw.Control(func(fd uintptr) {
-			info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		}); err != nil || info == nil {
-			t.Errorf("TCP_INFO: %v", err)
+			info, infoErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		}); err != nil || infoErr != nil {
+			t.Errorf("TCP_INFO: %v", errors.Join(err, infoErr))
 			return
 		}
 		mu.Lock()
