@@ -10,7 +10,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/riffdb/riffdb/event"
 )
@@ -61,7 +60,8 @@ func (s *Store) checkFreeSpace(charge int64) error {
 // as does a repetition of a key earlier in the group: neither writes
 // anything. Fit writes nothing.
 func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n int, err error) {
-	ctx, span := s.tracer.Start(ctx, SpanQuotaCheck, trace.WithAttributes(quotaCheckAttrs(s.dbAttr, len(keys))...))
+	// The span gets its attributes when it ends (endSpan), if it records.
+	ctx, span := s.tracer.Start(ctx, SpanQuotaCheck)
 	start := s.clock()
 	defer func() {
 		s.checkDur.Record(ctx, s.clock().Sub(start).Seconds(), s.dbRecord...)
@@ -72,7 +72,11 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 			}
 			s.decisions.Add(ctx, 1, s.resultSets[result]...)
 		}
-		endSpan(span, nil, err, attribute.Int("riffdb.group.fits", n))
+		var attrs []attribute.KeyValue
+		if span.IsRecording() {
+			attrs = quotaCheckAttrs(s.dbAttr, len(keys))
+		}
+		endSpan(span, attrs, err, attribute.Int("riffdb.group.fits", n))
 	}()
 	if len(keys) != len(records) {
 		return 0, fmt.Errorf("%w: %d keys but %d records", ErrInvalidArgument, len(keys), len(records))

@@ -229,6 +229,10 @@ func recordFailed(ctx context.Context, tp trace.TracerProvider, name string, err
 // about 1 KiB an event), so a span on a hot path is started without any.
 // attrs may be appended to.
 func endSpan(span trace.Span, attrs []attribute.KeyValue, err error, ok ...attribute.KeyValue) {
+	if !span.IsRecording() { // not sampled, or no exporter
+		span.End()
+		return
+	}
 	if err != nil {
 		class := ClassOf(err).String()
 		span.RecordError(err)

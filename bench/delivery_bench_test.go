@@ -35,8 +35,10 @@ const rawPerDrain = 1000
 // until GET /v1/stats reports 0 pending (server.New, which opens the stores,
 // is not timed). Three tracing variants are compared: off samples no span
 // (ratio 0); trace samples every span without exporting it (no OTLP
-// endpoint, the default ratio 1); otlp also exports every span over
-// OTLP/gRPC to an in-process receiver that discards them.
+// endpoint, the default ratio 1: the spans keep their ids and sampling
+// decisions but are not recorded, internal/observe/unrecorded); otlp
+// records every span and exports it over OTLP/gRPC to an in-process
+// receiver that discards them.
 //
 // Each loop iteration drains one fresh installation per variant, in an
 // order that rotates from one iteration to the next, and right before each

@@ -33,9 +33,17 @@ func links(members []primary.Intent) []trace.Link {
 // that the members' lease renewals and archive transactions are its children.
 func (w *Worker) claim(ctx context.Context, run []primary.Intent, lease time.Time) (context.Context, []primary.Intent, error) {
 	in := w.inst
-	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.claim", trace.WithLinks(links(run)...),
-		trace.WithAttributes(in.db, attrBatch.Int(len(run)),
-			AttrFirst.String(run[0].Event.String()), AttrLast.String(run[len(run)-1].Event.String())))
+	// The links and attributes are given once the span is known to record
+	// (riffdb's sampler reads neither): a span that does not (not sampled,
+	// or no exporter) would only format ids for nothing.
+	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.claim")
+	if span.IsRecording() {
+		for _, l := range links(run) {
+			span.AddLink(l)
+		}
+		span.SetAttributes(in.db, attrBatch.Int(len(run)),
+			AttrFirst.String(run[0].Event.String()), AttrLast.String(run[len(run)-1].Event.String()))
+	}
 	start := time.Now()
 	claimed, err := w.src.Claim(ctx, run, lease)
 	attrs := []attribute.KeyValue{in.db}
@@ -85,9 +93,11 @@ func (w *Worker) archived(ctxs []context.Context, group []primary.Intent) {
 
 func (w *Worker) complete(ctx context.Context, group []primary.Intent, reason string) error {
 	in := w.inst
-	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.completion.flush",
-		trace.WithAttributes(in.db, AttrReason.String(reason), attrBatch.Int(len(group)),
-			AttrFirst.String(group[0].Event.String()), AttrLast.String(group[len(group)-1].Event.String())))
+	ctx, span := in.tracer.Start(ctx, "riffdb.outbox.completion.flush")
+	if span.IsRecording() { // as in claim
+		span.SetAttributes(in.db, AttrReason.String(reason), attrBatch.Int(len(group)),
+			AttrFirst.String(group[0].Event.String()), AttrLast.String(group[len(group)-1].Event.String()))
+	}
 	start := time.Now()
 	err := w.src.CompleteDeferred(ctx, group)
 	set := metric.WithAttributeSet(attribute.NewSet(in.db, AttrReason.String(reason)))

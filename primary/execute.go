@@ -45,21 +45,23 @@ func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage
 	ctx, span := db.tel.tracer.Start(ctx, "riffdb.command")
 	c, err := db.execute(ctx, command, input, idempotencyKey)
 	result := resultOf(c, err)
-	attrs := append(make([]attribute.KeyValue, 0, 6),
-		attrkey.Database.String(db.alias),
-		attrkey.DatabaseID.String(db.idString),
-		attrkey.Command.String(command))
-	if err != nil {
-		span.SetStatus(codes.Error, result)
-		attrs = append(attrs, attribute.String("error.type", result))
-		span.RecordError(err)
-	} else {
-		attrs = append(attrs,
-			attribute.Int64("riffdb.commit.seq", int64(c.Seq)),
-			attribute.Int("riffdb.command.events", len(c.Events)),
-			attribute.Bool("riffdb.command.replayed", c.Replayed))
+	if span.IsRecording() { // not sampled, or no exporter: nothing to give
+		attrs := append(make([]attribute.KeyValue, 0, 6),
+			attrkey.Database.String(db.alias),
+			attrkey.DatabaseID.String(db.idString),
+			attrkey.Command.String(command))
+		if err != nil {
+			span.SetStatus(codes.Error, result)
+			attrs = append(attrs, attribute.String("error.type", result))
+			span.RecordError(err)
+		} else {
+			attrs = append(attrs,
+				attribute.Int64("riffdb.commit.seq", int64(c.Seq)),
+				attribute.Int("riffdb.command.events", len(c.Events)),
+				attribute.Bool("riffdb.command.replayed", c.Replayed))
+		}
+		span.SetAttributes(attrs...)
 	}
-	span.SetAttributes(attrs...)
 	span.End()
 	label := command
 	if errors.Is(err, ErrUnknownCommand) {

@@ -92,15 +92,20 @@ func newHTTPTelemetry(tel *telemetry.Telemetry, propagator propagation.TextMapPr
 func (h *httpTelemetry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := h.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := h.tracer.Start(ctx, h.name(r), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithTimestamp(start))
 	// The request's attributes are taken now, as it arrived, and given to
 	// the span with the response's in one call when it ends: the SDK
 	// copies the attributes given at the start (into the start options,
 	// then into the span) and grows the span's slice again for the ones
 	// added later, four allocations and about 3 KiB a request where one
-	// call makes one. Riffdb's sampler does not read attributes.
-	attrs := requestAttrs(r)
-	ctx, span := h.tracer.Start(ctx, h.name(r), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithTimestamp(start))
+	// call makes one. Riffdb's sampler does not read attributes. A span
+	// that does not record (not sampled, or no exporter) gets none.
+	recording := span.IsRecording()
+	var attrs []attribute.KeyValue
+	if recording {
+		attrs = requestAttrs(r)
+	}
 	rw := &telemetryWriter{ResponseWriter: w, status: http.StatusOK}
 	var body *countingBody
 	if r.Body != nil && r.Body != http.NoBody {
@@ -116,19 +121,21 @@ func (h *httpTelemetry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		read = body.n
 	}
-	if rw.status >= 500 || rw.status < 100 {
-		span.SetStatus(codes.Error, statusMessage(rw.status))
+	if recording {
+		if rw.status >= 500 || rw.status < 100 {
+			span.SetStatus(codes.Error, statusMessage(rw.status))
+		}
+		if read > 0 {
+			attrs = append(attrs, semconv.HTTPRequestBodySize(int(read)))
+		}
+		if rw.written > 0 {
+			attrs = append(attrs, semconv.HTTPResponseBodySize(int(rw.written)))
+		}
+		if rw.status > 0 {
+			attrs = append(attrs, semconv.HTTPResponseStatusCode(rw.status))
+		}
+		span.SetAttributes(attrs...)
 	}
-	if read > 0 {
-		attrs = append(attrs, semconv.HTTPRequestBodySize(int(read)))
-	}
-	if rw.written > 0 {
-		attrs = append(attrs, semconv.HTTPResponseBodySize(int(rw.written)))
-	}
-	if rw.status > 0 {
-		attrs = append(attrs, semconv.HTTPResponseStatusCode(rw.status))
-	}
-	span.SetAttributes(attrs...)
 	set := h.metricSet(req, rw.status)
 	h.reqSize.Record(ctx, read, set...)
 	h.respSize.Record(ctx, rw.written, set...)

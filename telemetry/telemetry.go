@@ -26,7 +26,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0" // the schema the SDK v1.47.0 resource uses
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/riffdb/riffdb/internal/observe/unrecorded"
 )
 
 // DefaultServiceName is the service.name resource attribute used when
@@ -93,9 +96,10 @@ type Config struct {
 	// DefaultServiceName; empty version or instance are left out.
 	ServiceName, ServiceVersion, InstanceID string
 	// OTLPEndpoint is the "host:port" of an OTLP/gRPC trace receiver,
-	// reached without TLS. Empty means spans are still recorded (sampling
-	// decisions are made and sampled spans feed metric exemplars) but are
-	// not exported anywhere.
+	// reached without TLS. Empty means spans are not exported and so not
+	// recorded: sampling decisions are still made, every span still has its
+	// trace and span id, and sampled spans still feed metric exemplars and
+	// log lines (see internal/observe/unrecorded).
 	OTLPEndpoint string
 	// SampleRatio is the fraction of traces that are sampled, in [0, 1]:
 	// it decides for root spans and for spans whose parent came from
@@ -119,8 +123,10 @@ type Config struct {
 // as an OpenTelemetry global except the W3C TraceContext+Baggage propagator.
 type Telemetry struct {
 	// TracerProvider samples with Sampler(Config.SampleRatio,
-	// Config.HonorSampledParent) and exports through OTLP/gRPC when Config.OTLPEndpoint is set.
-	TracerProvider *sdktrace.TracerProvider
+	// Config.HonorSampledParent). With Config.OTLPEndpoint it is the SDK's,
+	// and records and exports every sampled span; without, nothing would
+	// receive a recorded span, and it records none (unrecorded.NewTracerProvider).
+	TracerProvider trace.TracerProvider
 	// MeterProvider is read by the Prometheus exporter at scrape time.
 	MeterProvider *sdkmetric.MeterProvider
 	// Registry is private to this Telemetry: Go runtime and process
@@ -133,6 +139,7 @@ type Telemetry struct {
 	// Logger writes JSON lines at Config.LogLevel to Config.LogOutput.
 	Logger *zap.Logger
 
+	sdkTracer    *sdktrace.TracerProvider // nil without an OTLP endpoint
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -155,10 +162,11 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return nil, err
 	}
 
-	tpOpts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(Sampler(cfg.SampleRatio, cfg.HonorSampledParent)),
-	}
+	sampler := Sampler(cfg.SampleRatio, cfg.HonorSampledParent)
+	var (
+		tp        trace.TracerProvider = unrecorded.NewTracerProvider(sampler)
+		sdkTracer *sdktrace.TracerProvider
+	)
 	if cfg.OTLPEndpoint != "" {
 		exp, err := otlptracegrpc.New(ctx,
 			otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint),
@@ -166,22 +174,31 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: create OTLP trace exporter: %w", err)
 		}
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp,
-			sdktrace.WithMaxQueueSize(SpanQueueSize),
-			sdktrace.WithMaxExportBatchSize(SpanExportBatch),
-			sdktrace.WithBatchTimeout(SpanBatchTimeout),
-			sdktrace.WithExportTimeout(SpanExportDeadline)))
+		sdkTracer = sdktrace.NewTracerProvider(
+			sdktrace.WithResource(res),
+			sdktrace.WithSampler(sampler),
+			sdktrace.WithBatcher(exp,
+				sdktrace.WithMaxQueueSize(SpanQueueSize),
+				sdktrace.WithMaxExportBatchSize(SpanExportBatch),
+				sdktrace.WithBatchTimeout(SpanBatchTimeout),
+				sdktrace.WithExportTimeout(SpanExportDeadline)))
+		tp = sdkTracer
 	}
-	tp := sdktrace.NewTracerProvider(tpOpts...)
+	stopTracer := func(ctx context.Context) error {
+		if sdkTracer == nil {
+			return nil
+		}
+		return sdkTracer.Shutdown(ctx)
+	}
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 		propagation.TraceContext{}, propagation.Baggage{}))
 
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(schedLatencies))); err != nil {
-		return nil, errors.Join(fmt.Errorf("telemetry: register Go collector: %w", err), tp.Shutdown(ctx))
+		return nil, errors.Join(fmt.Errorf("telemetry: register Go collector: %w", err), stopTracer(ctx))
 	}
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, errors.Join(fmt.Errorf("telemetry: register process collector: %w", err), tp.Shutdown(ctx))
+		return nil, errors.Join(fmt.Errorf("telemetry: register process collector: %w", err), stopTracer(ctx))
 	}
 	promExp, err := otelprom.New(
 		otelprom.WithRegisterer(reg),
@@ -190,7 +207,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
 		otelprom.WithoutScopeInfo())
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("telemetry: create Prometheus exporter: %w", err), tp.Shutdown(ctx))
+		return nil, errors.Join(fmt.Errorf("telemetry: create Prometheus exporter: %w", err), stopTracer(ctx))
 	}
 	mp := sdkmetric.NewMeterProvider(
 		sdkmetric.WithResource(res),
@@ -208,6 +225,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	})
 	return &Telemetry{
 		TracerProvider: tp,
+		sdkTracer:      sdkTracer,
 		MeterProvider:  mp,
 		Registry:       reg,
 		MetricsHandler: h,
@@ -241,8 +259,10 @@ func newResource(cfg Config) (*resource.Resource, error) {
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	t.shutdownOnce.Do(func() {
 		var errs []error
-		if err := t.TracerProvider.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("telemetry: flush spans: %w", err))
+		if t.sdkTracer != nil {
+			if err := t.sdkTracer.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("telemetry: flush spans: %w", err))
+			}
 		}
 		if err := t.MeterProvider.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("telemetry: stop metrics: %w", err))

@@ -69,6 +69,28 @@ func scrape(t *testing.T, h http.Handler, openMetrics bool) (body, contentType s
 
 var bucketLine = regexp.MustCompile(`^riffdb_outbox_claim_duration_seconds_bucket\{le="([^"]+)"\} (\d+)(.*)$`)
 
+// TestSpansAreRecordedOnlyWithAnExporter: without an OTLP endpoint nothing
+// would receive a recorded span, so none is recorded (IsRecording is
+// false, and instrumentation skips its attributes); the span still has
+// valid ids and the sampler's decision, which exemplars and log lines
+// read (TestMetricsHandlerServesSecondBucketsWithExemplars runs without an
+// endpoint). TestShutdownFlushesSpansToOTLP checks the other side.
+func TestSpansAreRecordedOnlyWithAnExporter(t *testing.T) {
+	tel, _ := setup(t, telemetry.Config{SampleRatio: 1})
+	ctx, span := tel.TracerProvider.Tracer("test").Start(context.Background(), "riffdb.command")
+	defer span.End()
+	if span.IsRecording() {
+		t.Fatal("a span records although no exporter is configured")
+	}
+	sc := span.SpanContext()
+	if !sc.IsValid() || !sc.IsSampled() {
+		t.Fatalf("span context %+v: want valid ids, sampled at ratio 1", sc)
+	}
+	if !trace.SpanContextFromContext(ctx).Equal(sc) {
+		t.Fatal("the span's context does not carry its span context")
+	}
+}
+
 func TestMetricsHandlerServesSecondBucketsWithExemplars(t *testing.T) {
 	tel, _ := setup(t, telemetry.Config{ServiceName: "riffdb", ServiceVersion: "v9.9.9", InstanceID: "node-a", SampleRatio: 1})
 	ctx := context.Background()
@@ -309,6 +331,9 @@ func TestShutdownFlushesSpansToOTLP(t *testing.T) {
 	}
 	tr := tel.TracerProvider.Tracer("test")
 	ctx, parent := tr.Start(context.Background(), "riffdb.outbox.claim")
+	if !parent.IsRecording() {
+		t.Fatal("with an OTLP endpoint a sampled span does not record")
+	}
 	_, child := tr.Start(ctx, "riffdb.archive.txn")
 	child.End()
 	parent.End()
