@@ -95,8 +95,9 @@ type Config struct {
 	RetryRatio float64
 
 	// TracerProvider, when set, is used for the spans (and the run does not
-	// shut it down). When nil the run builds an SDK provider that samples
-	// with SampleRatio and exports to OTLPEndpoint, if any.
+	// shut it down). When nil the run builds a provider that samples with
+	// SampleRatio: the SDK's, exporting to OTLPEndpoint, if set; else one
+	// that records nothing (see the package documentation).
 	TracerProvider trace.TracerProvider
 	// OTLPEndpoint is an OTLP/gRPC collector host:port on loopback; empty
 	// means spans are not exported. Ignored when TracerProvider is set.

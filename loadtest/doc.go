@@ -31,10 +31,12 @@
 // span "HTTP POST" (the one otelhttp's transport made; see clientspan.go for
 // why it is the generator's own) whose W3C traceparent header the request
 // carries, so the server's spans (its HTTP span and riffdb.command) join the
-// same trace. Without Config.TracerProvider the run builds its own OTel SDK
-// tracer provider: with Config.OTLPEndpoint spans are exported via OTLP/gRPC
-// (flushed before Run returns), otherwise they are recorded only for their
-// ids, which the report prints next to the slowest requests. The load
+// same trace. Without Config.TracerProvider the run builds its own: with
+// Config.OTLPEndpoint the OTel SDK's, whose spans are exported via OTLP/gRPC
+// (flushed before Run returns); otherwise one whose spans are not recorded
+// (internal/observe/unrecorded) but keep their ids and the sampler's
+// decisions, which the traceparent header carries and the report prints
+// next to the slowest requests. The load
 // generator is a tool, not a core package, so it may own an SDK provider; it
 // installs nothing global.
 //

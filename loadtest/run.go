@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/internal/observe/attrkey"
+	"github.com/riffdb/riffdb/internal/observe/unrecorded"
 )
 
 // ServiceName is the service.name of the spans of a run's own provider.
@@ -57,14 +58,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if err := sdk.Shutdown(sctx); err != nil {
-				s.Logger.Warn("flushing spans failed", zap.Error(err))
-			}
-		}()
-		tp = sdk
+		if sdk != nil {
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if err := sdk.Shutdown(sctx); err != nil {
+					s.Logger.Warn("flushing spans failed", zap.Error(err))
+				}
+			}()
+			tp = sdk
+		} else {
+			tp = unrecorded.NewTracerProvider(newSampler(s))
+		}
 	}
 	conns := &connSet{m: map[net.Conn]struct{}{}}
 	r := &runner{s: s, tracer: tp.Tracer("github.com/riffdb/riffdb/loadtest"), client: newClient(s, conns)}
@@ -137,20 +142,27 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	return rep, nil
 }
 
-// newProvider builds the run's own SDK tracer provider.
+// newSampler is the run's sampler.
+func newSampler(s *settings) sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.SampleRatio))
+}
+
+// newProvider builds the run's own SDK tracer provider, which exports to
+// the OTLP endpoint; nil without one. Nothing would receive a recorded span
+// then, and the run's spans are unrecorded's: the same ids and sampling
+// decisions, without recording (or paying for) what nobody reads.
 func newProvider(ctx context.Context, s *settings) (*sdktrace.TracerProvider, error) {
-	opts := []sdktrace.TracerProviderOption{
+	if s.OTLPEndpoint == "" {
+		return nil, nil
+	}
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(s.OTLPEndpoint), otlptracegrpc.WithInsecure())
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: OTLP exporter: %w", err)
+	}
+	return sdktrace.NewTracerProvider(
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", ServiceName))),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.SampleRatio))),
-	}
-	if s.OTLPEndpoint != "" {
-		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(s.OTLPEndpoint), otlptracegrpc.WithInsecure())
-		if err != nil {
-			return nil, fmt.Errorf("loadtest: OTLP exporter: %w", err)
-		}
-		opts = append(opts, sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(max(2*s.Requests, 2048))))
-	}
-	return sdktrace.NewTracerProvider(opts...), nil
+		sdktrace.WithSampler(newSampler(s)),
+		sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(max(2*s.Requests, 2048)))), nil
 }
 
 // errNotLoopbackDial refuses a connection whose resolved address is not

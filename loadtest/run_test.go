@@ -206,9 +206,9 @@ func TestTraceparentAndServerSpanIsAChild(t *testing.T) {
 	}
 }
 
-// TestOwnProviderPropagatesTraceIDs runs with the load generator's own SDK
-// provider (no exporter): the report's trace ids are the ones the server
-// received.
+// TestOwnProviderPropagatesTraceIDs runs with the load generator's own
+// provider (no exporter, so one that records nothing): the report's trace
+// ids are the ones the server received, every one sampled at ratio 1.
 func TestOwnProviderPropagatesTraceIDs(t *testing.T) {
 	fs := newFakeServer(t, nil)
 	rep, err := loadtest.Run(t.Context(), loadtest.Config{Address: fs.URL, Token: "tok", Requests: 20, Concurrency: 2})
