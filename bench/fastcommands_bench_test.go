@@ -54,53 +54,47 @@ const (
 // commands_vs_floor, and floor_cpu_us/command (until everything committed
 // was delivered, as riffdb's): what a command's HTTP round trip and its
 // storage work cost with nothing else.
+//
+// A fourth target is riffdb exporting its spans: the same configuration
+// with an OTLP endpoint, an in-process receiver that discards what it
+// gets (otlpReceiver). Without an endpoint riffdb's spans are not recorded
+// (internal/observe/unrecorded); with one every sampled span is recorded,
+// batched and sent. It reports otlp_commands/s, otlp_vs_default (its rate
+// over the default's) and otlp_server_cpu_us/command: what exporting every
+// span costs. Its slices are left out of generator_cpu_us/request, since
+// the receiver's CPU is this process's.
 func BenchmarkFastCommands(b *testing.B) {
 	bins := b.TempDir()
 	build := exec.Command("go", "build", "-o", bins, "github.com/riffdb/riffdb/cmd/riffdb", "github.com/riffdb/riffdb/bench/cmd/nullserver")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
-	dir := filepath.Join(b.TempDir(), "riffdb")
-	if _, _, err := server.DevSetup(dir, func(string) string { return "" }, config.Overrides{}); err != nil {
-		b.Fatal(err)
-	}
-	toml := strings.NewReplacer(`listen = "127.0.0.1:7420"`, `listen = "127.0.0.1:0"`,
-		`metrics_listen = "127.0.0.1:9464"`, `metrics_listen = "127.0.0.1:0"`).Replace(string(config.DevTOML(dir)))
-	if strings.Contains(toml, "7420") || strings.Contains(toml, "9464") {
-		b.Fatal("the development configuration changed; update BenchmarkFastCommands' replacements")
-	}
-	cfgPath := filepath.Join(dir, "riffdb.toml")
-	if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	tokenPath := filepath.Join(dir, "dev-token")
-	tok, err := os.ReadFile(tokenPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	token := strings.TrimSpace(string(tok))
-	riff := startTarget(b, "riffdb ready", filepath.Join(bins, "riffdb"), "server", "run", "--config", cfgPath)
+	riff, tokenPath := startDevTarget(b, filepath.Join(bins, "riffdb"), "")
 	defer riff.stop(b)
 	null := startTarget(b, "nullserver ready", filepath.Join(bins, "nullserver"), "-token-file", tokenPath)
+	null.token = riff.token
 	defer null.stop(b)
 	floor := startTarget(b, "nullserver ready", filepath.Join(bins, "nullserver"), "-token-file", tokenPath,
 		"-store", filepath.Join(b.TempDir(), "floor"))
+	floor.token = riff.token
 	defer floor.stop(b)
+	otlp, _ := startDevTarget(b, filepath.Join(bins, "riffdb"), otlpReceiver(b))
+	defer otlp.stop(b)
 
 	type tally struct {
 		requests      int64
 		elapsed       time.Duration
 		server, local time.Duration
 	}
-	var t [3]tally // riffdb, null, floor
-	targets := []*target{riff, null, floor}
+	var t [4]tally // riffdb, null, floor, riffdb exporting its spans
+	targets := []*target{riff, null, floor, otlp}
 	round := 0
 	for b.Loop() {
 		for k := range targets {
 			i := (round + k) % len(targets)
 			tg := targets[i]
 			server0, local0 := tg.cpu(b), cpuTime(b)
-			rep, err := loadtest.Run(context.Background(), loadtest.Config{Address: tg.addr, Token: token,
+			rep, err := loadtest.Run(context.Background(), loadtest.Config{Address: tg.addr, Token: tg.token,
 				Concurrency: commandConcurrency, Duration: commandSlice, Requests: 1 << 30})
 			if err != nil {
 				b.Fatal(err)
@@ -110,8 +104,8 @@ func BenchmarkFastCommands(b *testing.B) {
 			}
 			local := cpuTime(b) - local0
 			switch i {
-			case 0:
-				riff.drained(b, token)
+			case 0, 3:
+				tg.drained(b)
 			case 2:
 				floor.floorDrained(b)
 			}
@@ -132,13 +126,51 @@ func BenchmarkFastCommands(b *testing.B) {
 	b.ReportMetric(rate(t[2]), "floor_commands/s")
 	b.ReportMetric(rate(t[0])/rate(t[2]), "commands_vs_floor")
 	b.ReportMetric(per(t[2].server, t[2].requests), "floor_cpu_us/command")
+	b.ReportMetric(rate(t[3]), "otlp_commands/s")
+	b.ReportMetric(rate(t[3])/rate(t[0]), "otlp_vs_default")
+	b.ReportMetric(per(t[3].server, t[3].requests), "otlp_server_cpu_us/command")
+	// The OTLP target's receiver runs in this process: its slices are
+	// left out of the generator's own cost.
 	b.ReportMetric(per(t[0].local+t[1].local+t[2].local, t[0].requests+t[1].requests+t[2].requests), "generator_cpu_us/request")
+}
+
+// startDevTarget sets up a riffdb data directory with server.DevSetup and
+// starts the real binary bin on the development configuration, on
+// loopback ports of its own, and with otlp as its OTLP endpoint when not
+// empty. It returns the target, whose token is the directory's development
+// token, and that token's file.
+func startDevTarget(b *testing.B, bin, otlp string) (*target, string) {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "riffdb")
+	if _, _, err := server.DevSetup(dir, func(string) string { return "" }, config.Overrides{}); err != nil {
+		b.Fatal(err)
+	}
+	r := strings.NewReplacer(`listen = "127.0.0.1:7420"`, `listen = "127.0.0.1:0"`,
+		`metrics_listen = "127.0.0.1:9464"`, `metrics_listen = "127.0.0.1:0"`,
+		`otlp_endpoint = ""`, `otlp_endpoint = "`+otlp+`"`)
+	toml := r.Replace(string(config.DevTOML(dir)))
+	if strings.Contains(toml, "7420") || strings.Contains(toml, "9464") || !strings.Contains(toml, `otlp_endpoint = "`+otlp+`"`) {
+		b.Fatal("the development configuration changed; update BenchmarkFastCommands' replacements")
+	}
+	cfgPath := filepath.Join(dir, "riffdb.toml")
+	if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	tokenPath := filepath.Join(dir, "dev-token")
+	tok, err := os.ReadFile(tokenPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := startTarget(b, "riffdb ready", bin, "server", "run", "--config", cfgPath)
+	t.token = strings.TrimSpace(string(tok))
+	return t, tokenPath
 }
 
 // target is a server process under load.
 type target struct {
 	cmd    *exec.Cmd
 	addr   string
+	token  string // the bearer token its requests carry
 	exited chan error
 	log    *strings.Builder
 }
@@ -203,9 +235,9 @@ func (t *target) cpu(b *testing.B) time.Duration {
 }
 
 // drained waits until the riffdb target reports nothing pending.
-func (t *target) drained(b *testing.B, token string) {
+func (t *target) drained(b *testing.B) {
 	b.Helper()
-	waitNonePending(b, "riffdb", func() (int64, string, error) { return startupPending(t.addr, token) })
+	waitNonePending(b, "riffdb", func() (int64, string, error) { return startupPending(t.addr, t.token) })
 }
 
 // floorDrained waits until the floor target (nullserver -store) has

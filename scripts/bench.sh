@@ -78,7 +78,8 @@ run -bench '^BenchmarkWALSpace$' -benchtime 1x ./primary/
 #     (BenchmarkMultiDB/n=1, renamed FastDrain for the report); then HTTP
 #     commands against a do-nothing server and against the storage floor, that
 #     server committing and delivering each command on bare Pebble
-#     (BenchmarkFastCommands).
+#     (BenchmarkFastCommands), and the same binary exporting every span over
+#     OTLP, for what the exporter costs.
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
   echo "### TMPDIR=/dev/shm go test -run '^\$' -bench '^BenchmarkMultiDB$' (n=1, as FastDrain)" >&2
   TMPDIR=/dev/shm RIFFDB_BENCH_DATABASES=1 RIFFDB_BENCH_EVENTS=${FAST_EVENTS:-100000} \

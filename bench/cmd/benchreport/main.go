@@ -378,6 +378,11 @@ func report(r results) []row {
 		pairedRow("12 fast storage", "tmpfs: HTTP commands against the storage floor", "commands/s", r.get(fc, "commands/s"),
 			"do-nothing server + bare-Pebble commit and spec chain", r.get(fc, "floor_commands/s"), r.get(fc, "commands_vs_floor"), math.NaN(), true),
 		infoRow("12 fast storage", "the floor's CPU per command, its delivery included", "µs", r.get(fc, "floor_cpu_us/command")),
+		// The same binary exporting every span over OTLP (to a receiver
+		// that discards them): what the exporter costs. Shown, not ruled.
+		pairedRow("12 fast storage", "tmpfs: HTTP commands, every span exported over OTLP", "commands/s", r.get(fc, "otlp_commands/s"),
+			"riffdb, default configuration", r.get(fc, "commands/s"), r.get(fc, "otlp_vs_default"), math.NaN(), true),
+		infoRow("12 fast storage", "server CPU per command, every span exported over OTLP", "µs", r.get(fc, "otlp_server_cpu_us/command")),
 	)
 	return rows
 }
