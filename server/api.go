@@ -107,8 +107,12 @@ type CommandResponse struct {
 
 func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures *ratelog.Logger) {
 	alias, command := r.PathValue("alias"), r.PathValue("command")
-	c, ok := statsapi.Authenticate(w, r, s.creds, failures)
-	if !ok {
+	// A traced command was authenticated by the trace-context gate, with
+	// the same token and store: the token is not authenticated again.
+	c, ok := rememberedCapability(w)
+	if ok {
+		failures.Clear() // the store was read, as statsapi.Authenticate clears it
+	} else if c, ok = statsapi.Authenticate(w, r, s.creds, failures); !ok {
 		return
 	}
 	if !c.Allows(capability.ExecuteCommands, alias) {

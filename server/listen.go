@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/backupapi"
+	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
 	"github.com/riffdb/riffdb/internal/hygiene/connlimit"
 	"github.com/riffdb/riffdb/internal/hygiene/ratelog"
@@ -165,6 +166,10 @@ type keepAliveWriter struct {
 	keep  bool
 	wrote bool
 	conn  *connlimit.Conn // nil outside a connlimit.Listener
+	// authenticated is set, with capability, when the trace-context gate
+	// authenticated the request's token (rememberCapability).
+	authenticated bool
+	capability    capability.Capability
 }
 
 func (w *keepAliveWriter) WriteHeader(code int) {

@@ -27,12 +27,21 @@ var traceContextHeaders = [...]string{"Traceparent", "Tracestate", "Baggage"}
 // caller worth joining a trace with.
 //
 // authenticated is called only for command requests that carry at least
-// one of the headers, so ordinary traffic pays nothing. The gate never
-// modifies the request it is given: a dropped header is removed from a
-// shallow copy with its own header map.
-func traceContextGate(trust bool, authenticated func(*http.Request) bool, next http.Handler) http.Handler {
+// one of the headers, so ordinary traffic pays nothing. The capability it
+// authenticated is remembered for the request (rememberCapability), so
+// that the command handler does not authenticate the same token a second
+// time. The gate never modifies the request it is given: a dropped header
+// is removed from a shallow copy with its own header map.
+func traceContextGate(trust bool, authenticated func(*http.Request) (capability.Capability, bool), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if carriesTraceContext(r.Header) && !(trust && isCommandRequest(r) && authenticated(r)) {
+		if carriesTraceContext(r.Header) {
+			if trust && isCommandRequest(r) {
+				if c, ok := authenticated(r); ok {
+					rememberCapability(w, c)
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
 			stripped := new(http.Request)
 			*stripped = *r
 			stripped.Header = r.Header.Clone()
@@ -43,6 +52,43 @@ func traceContextGate(trust bool, authenticated func(*http.Request) bool, next h
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// rememberCapability keeps c, which the request's bearer token
+// authenticated as, on the request's keepAliveWriter (the writer the
+// server's outermost handler makes for each request, found through the
+// writers' Unwrap methods): a per-request slot that costs no allocation,
+// where a context value would cost two (the context and a copy of the
+// request). Without a keepAliveWriter (a handler chain built without
+// keepAlive) it keeps nothing.
+func rememberCapability(w http.ResponseWriter, c capability.Capability) {
+	if kw := findKeepAliveWriter(w); kw != nil {
+		kw.authenticated, kw.capability = true, c
+	}
+}
+
+// rememberedCapability returns the capability the trace-context gate
+// authenticated for this request, if it did. Only the gate sets it, after
+// the same authentication the handlers make; a handler still checks the
+// capability's permissions itself.
+func rememberedCapability(w http.ResponseWriter) (capability.Capability, bool) {
+	if kw := findKeepAliveWriter(w); kw != nil && kw.authenticated {
+		return kw.capability, true
+	}
+	return capability.Capability{}, false
+}
+
+func findKeepAliveWriter(w http.ResponseWriter) *keepAliveWriter {
+	for {
+		switch x := w.(type) {
+		case *keepAliveWriter:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 func carriesTraceContext(h http.Header) bool {
@@ -74,24 +120,27 @@ func segment(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.Contains(s, "/")
 }
 
-// commandAuthenticator returns the predicate traceContextGate needs for the
+// commandAuthenticator returns the check traceContextGate needs for the
 // API: the request's bearer token authenticates with auth and grants
-// execute_commands on the alias in its path. A credential store that cannot
-// be read counts as not authenticated (the command handler itself reports
-// that error).
-func commandAuthenticator(auth statsapi.Authenticator) func(*http.Request) bool {
-	return func(r *http.Request) bool {
+// execute_commands on the alias in its path; it returns the capability. A
+// credential store that cannot be read counts as not authenticated (the
+// command handler itself reports that error).
+func commandAuthenticator(auth statsapi.Authenticator) func(*http.Request) (capability.Capability, bool) {
+	return func(r *http.Request) (capability.Capability, bool) {
 		token, ok := statsapi.BearerToken(r)
 		if !ok {
-			return false
+			return capability.Capability{}, false
 		}
 		c, err := auth.Authenticate(token)
 		if err != nil {
-			return false
+			return capability.Capability{}, false
 		}
 		rest, _ := strings.CutPrefix(r.URL.Path, "/v1/databases/")
 		alias, _, _ := strings.Cut(rest, "/")
-		return alias != "" && c.Allows(capability.ExecuteCommands, alias)
+		if alias == "" || !c.Allows(capability.ExecuteCommands, alias) {
+			return capability.Capability{}, false
+		}
+		return c, true
 	}
 }
 

@@ -16,8 +16,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/capability"
+	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/statsapi"
 	"github.com/riffdb/riffdb/telemetry"
 )
 
@@ -56,9 +59,9 @@ func gateSetup(t *testing.T, trust bool) (h http.Handler, rec *tracetest.SpanRec
 		w.WriteHeader(http.StatusNoContent)
 	})
 	calls = &atomic.Int32{}
-	auth := func(r *http.Request) bool {
+	auth := func(r *http.Request) (capability.Capability, bool) {
 		calls.Add(1)
-		return r.Header.Get("Authorization") == "Bearer good"
+		return goodCapability, r.Header.Get("Authorization") == "Bearer good"
 	}
 	api, err := newHTTPTelemetry(&telemetry.Telemetry{TracerProvider: tp, MeterProvider: sdkmetric.NewMeterProvider()},
 		propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), spanName, inner)
@@ -171,7 +174,9 @@ func TestTraceContextGateKeepsClientTraceIDsOutOfExemplars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := traceContextGate(true, func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good" }, api)
+	h := traceContextGate(true, func(r *http.Request) (capability.Capability, bool) {
+		return goodCapability, r.Header.Get("Authorization") == "Bearer good"
+	}, api)
 	scrapeOM := func() string {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set("Accept", "application/openmetrics-text")
@@ -226,9 +231,100 @@ func TestCommandAuthenticatorNeedsExecuteCommandsOnTheAlias(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		if got := auth(req); got != want {
+		c, got := auth(req)
+		if got != want {
 			t.Errorf("token %q: authenticated = %v, want %v", token, got, want)
 		}
+		if got && c.Database != map[string]string{"global": "", "scoped": "default"}[token] {
+			t.Errorf("token %q: the capability returned is for database %q", token, c.Database)
+		}
+	}
+}
+
+// goodCapability is what gateSetup's authenticator accepts "Bearer good" as.
+var goodCapability = capability.Capability{Permissions: []capability.Permission{capability.ExecuteCommands}, Database: "default"}
+
+// TestTraceContextGateRemembersTheCapability: behind keepAlive, as in the
+// server, a traced command whose token the gate authenticated reaches the
+// handler with that capability remembered (so the command handler does not
+// authenticate the token again); every other request reaches it with
+// none, and the handler authenticates as before.
+func TestTraceContextGateRemembersTheCapability(t *testing.T) {
+	var s Server
+	for _, tc := range []struct {
+		name  string
+		trust bool
+		req   *http.Request
+		want  bool
+	}{
+		{"traced command, good token", true, tracedRequest(http.MethodPost, commandPath, "good"), true},
+		{"traced command, bad token", true, tracedRequest(http.MethodPost, commandPath, "bad"), false},
+		{"traced command, trust off", false, tracedRequest(http.MethodPost, commandPath, "good"), false},
+		{"traced /healthz, good token", true, tracedRequest(http.MethodGet, "/healthz", "good"), false},
+		{"untraced command, good token", true, func() *http.Request {
+			r := httptest.NewRequest(http.MethodPost, commandPath, strings.NewReader(`{}`))
+			r.Header.Set("Authorization", "Bearer good")
+			return r
+		}(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got capability.Capability
+			var ok bool
+			inner := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				got, ok = rememberedCapability(w)
+				w.WriteHeader(http.StatusNoContent)
+			})
+			gate := traceContextGate(tc.trust, func(r *http.Request) (capability.Capability, bool) {
+				return goodCapability, r.Header.Get("Authorization") == "Bearer good"
+			}, &telemetryWriterHandler{inner})
+			s.keepAlive(gate).ServeHTTP(httptest.NewRecorder(), tc.req)
+			if ok != tc.want {
+				t.Fatalf("remembered = %v, want %v", ok, tc.want)
+			}
+			if ok && got.Database != goodCapability.Database {
+				t.Fatalf("remembered capability for %q, want %q", got.Database, goodCapability.Database)
+			}
+		})
+	}
+}
+
+// telemetryWriterHandler wraps the writer as httpTelemetry does, so that
+// rememberedCapability must find the keepAliveWriter through Unwrap.
+type telemetryWriterHandler struct{ next http.Handler }
+
+func (h *telemetryWriterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.next.ServeHTTP(&telemetryWriter{ResponseWriter: w, status: http.StatusOK}, r)
+}
+
+// TestCommandHandlerUsesTheRememberedCapability calls the command handler
+// with a capability remembered for the request and a server without a
+// credential store: it must not authenticate again (it would fail on the
+// missing store), and it must still check the capability's permission on
+// the alias.
+func TestCommandHandlerUsesTheRememberedCapability(t *testing.T) {
+	s := &Server{cfg: &config.Config{}}
+	failures := statsapi.NewFailureLog(zap.NewNop(), nil, 0)
+	for _, tc := range []struct {
+		name string
+		c    capability.Capability
+		code int
+	}{
+		{"execute_commands on the alias", goodCapability, http.StatusNotFound}, // no database "default" here
+		{"read_statistics only", capability.Capability{Permissions: []capability.Permission{capability.ReadStatistics}}, http.StatusForbidden},
+		{"another database", capability.Capability{Permissions: []capability.Permission{capability.ExecuteCommands}, Database: "other"}, http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			kw := &keepAliveWriter{ResponseWriter: rec, keep: true}
+			rememberCapability(kw, tc.c)
+			r := tracedRequest(http.MethodPost, commandPath, "good")
+			r.SetPathValue("alias", "default")
+			r.SetPathValue("command", "place_order")
+			s.handleCommand(&telemetryWriter{ResponseWriter: kw, status: http.StatusOK}, r, failures)
+			if rec.Code != tc.code {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.code, rec.Body)
+			}
+		})
 	}
 }
 
