@@ -156,6 +156,17 @@ func stop(tb testing.TB, s *server.Server) {
 // client is a keep-alive HTTP client for one server.
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second}
 
+// openLoopConns bounds openLoop's connections: the server keeps at most
+// max_connections_per_peer API connections from one address (at least 32
+// by default) and makes room for a new one by closing another that has not
+// authenticated yet, so an open loop that opened a connection for each
+// request in flight (up to 512 when the server falls behind) had requests
+// fail with EOF. Requests beyond it wait in the client for a connection.
+const openLoopConns = 32
+
+var openLoopClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: openLoopConns, MaxConnsPerHost: openLoopConns},
+	Timeout: 30 * time.Second}
+
 // stats fetches GET /v1/stats.
 func stats(s *server.Server, token string) (statsapi.Stats, error) {
 	req, err := http.NewRequest(http.MethodGet, "http://"+s.APIAddr()+"/v1/stats", nil)
@@ -204,7 +215,10 @@ func waitPending(s *server.Server, token string, interval, deadline time.Duratio
 }
 
 // command sends one place_order command over HTTP.
-func command(s *server.Server, token string, i int) error {
+func command(s *server.Server, token string, i int) error { return commandWith(client, s, token, i) }
+
+// commandWith is command through the client c.
+func commandWith(c *http.Client, s *server.Server, token string, i int) error {
 	body := fmt.Sprintf(`{"input":{"order_id":"o-%d","amount_cents":1250}}`, i)
 	req, err := http.NewRequest(http.MethodPost, "http://"+s.APIAddr()+"/v1/databases/default/commands/place_order",
 		stringsReader(body))
@@ -213,7 +227,7 @@ func command(s *server.Server, token string, i int) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return err
 	}

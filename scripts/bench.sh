@@ -39,7 +39,8 @@ run -bench '^BenchmarkInspect$' -benchtime 20x ./archive/
 run -bench '^BenchmarkInspectRSS$' -benchtime 3x ./archive/
 # 3 and 5. Delivery through the real server, each drain paired with a raw
 #    fdatasync baseline, tracing off / sampled / exported in rotating order;
-#    then commit→archived latency at half the drain rate.
+#    then commit→archived latency at half the drain rate or of the command
+#    capacity, the lesser.
 run -bench '^BenchmarkDelivery$' -benchtime 5x ./bench/
 run -bench '^BenchmarkDeliveryLatency$' -benchtime 1x -count 3 ./bench/
 # 4. GET /v1/stats at 100 and 1,000,000 pending intents.
