@@ -214,10 +214,7 @@ func waitPending(s *server.Server, token string, interval, deadline time.Duratio
 	}
 }
 
-// command sends one place_order command over HTTP.
-func command(s *server.Server, token string, i int) error { return commandWith(client, s, token, i) }
-
-// commandWith is command through the client c.
+// commandWith sends one place_order command over HTTP through the client c.
 func commandWith(c *http.Client, s *server.Server, token string, i int) error {
 	body := fmt.Sprintf(`{"input":{"order_id":"o-%d","amount_cents":1250}}`, i)
 	req, err := http.NewRequest(http.MethodPost, "http://"+s.APIAddr()+"/v1/databases/default/commands/place_order",
