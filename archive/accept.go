@@ -269,14 +269,18 @@ func (s *Store) durableLocked(ctx context.Context) error {
 		}
 	}
 	now := s.clock()
-	stored := s.resultSets["stored"]
 	for _, t := range txns {
 		if err == nil {
 			_ = t.b.Close()
-			s.accepted.Add(t.ctx, 1, stored...)
 		}
 		s.txnDur.Record(t.ctx, now.Sub(t.start).Seconds(), s.dbRecord...)
 		s.endTxnSpan(t.span, t.key, t.size, err, deliverytype.Stored)
+	}
+	if err == nil {
+		// One addition for the group, not one per event: the SDK's cost
+		// is per call (the attribute set's lookup, the exemplar's offer),
+		// not per unit. Its exemplar is the last transaction's.
+		s.accepted.Add(txns[len(txns)-1].ctx, int64(len(txns)), s.resultSets["stored"]...)
 	}
 	if err == nil {
 		// The call returned, so nothing reads txns any more: its array
