@@ -281,8 +281,6 @@ func (s *Store) durableLocked(ctx context.Context) error {
 		// is per call (the attribute set's lookup, the exemplar's offer),
 		// not per unit. Its exemplar is the last transaction's.
 		s.accepted.Add(txns[len(txns)-1].ctx, int64(len(txns)), s.resultSets["stored"]...)
-	}
-	if err == nil {
 		// The call returned, so nothing reads txns any more: its array
 		// serves the next group (after a timeout the call may still run).
 		clear(txns)
