@@ -167,23 +167,10 @@ const openLoopConns = 32
 var openLoopClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: openLoopConns, MaxConnsPerHost: openLoopConns},
 	Timeout: 30 * time.Second}
 
-// stats fetches GET /v1/stats.
+// stats fetches GET /v1/stats (allStats) of a server with one database.
 func stats(s *server.Server, token string) (statsapi.Stats, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+s.APIAddr()+"/v1/stats", nil)
+	st, err := allStats(s, token)
 	if err != nil {
-		return statsapi.Stats{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
-	if err != nil {
-		return statsapi.Stats{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return statsapi.Stats{}, fmt.Errorf("GET /v1/stats: %s", resp.Status)
-	}
-	var st statsapi.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return statsapi.Stats{}, err
 	}
 	if len(st.Databases) != 1 {
