@@ -248,6 +248,11 @@ func (s *Store) checkpoint(ctx context.Context, final bool) error {
 		s.mu.Unlock()
 		return cmpErr(err, ErrClosed)
 	}
+	// The snapshot must hold every record the accounting counts.
+	if err := s.settleLocked(ctx); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	if s.acct == s.ckpt.acct {
 		s.mu.Unlock()
 		return nil

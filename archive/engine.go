@@ -179,10 +179,20 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 	if on == nil {
 		done, timer = goexit.Go(fn), time.NewTimer(timeout)
 	} else {
-		done, timer = on.runner.GoOn(fn, on.done), on.timer
+		done, timer = on.done, on.timer
 		// Since Go 1.23 a Reset timer never delivers a value of its earlier
 		// setting, so one timer serves its owner's calls one after another.
 		timer.Reset(timeout)
+		// The call waits in line behind the writes posted before it
+		// (postApply); a line that does not move is a stuck engine.
+		select {
+		case on.work <- txnJob{fn: fn, done: on.done}:
+		case <-timer.C:
+			err := fmt.Errorf("%w: %s timed out after %s waiting for the transactions before it: %w", ErrUnavailable, op, timeout, context.DeadlineExceeded)
+			st.fail(err)
+			st.log.Error("archive storage engine call timed out; archive marked unusable", zap.String("op", op))
+			return err
+		}
 	}
 	defer timer.Stop()
 	var ctxDone <-chan struct{}
@@ -224,23 +234,141 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 }
 
 // txnCalls is what the transactions of a caller that runs them one at a
-// time share from one call to the next: the kept goroutines that run them
-// (goexit.Runner: no new goroutine, and no stack growth, per event), the
-// timer that bounds each, and the channel each result comes back on.
+// time (the store's single writer, under its mutex) share: one goroutine
+// that runs them in the order they were handed over, the timer that bounds
+// each, and the channel each result comes back on.
+//
+// The goroutine is kept (no new goroutine, and no stack growth, per event:
+// a Pebble commit grows a fresh goroutine's stack from its first size
+// several times over, about 5 % of a delivery's CPU, docs/benchmarks/
+// 2026-12-01-multidb.md). Keeping to the order is what lets Apply hand a
+// new record's batch over without waiting for it (postApply): the batches
+// reach Pebble in the order they were decided in, each carrying the
+// accounting that counts it, and every call handed over later (a lookup,
+// Durable's wait, a fence) runs only once they were applied. A call that
+// ends its goroutine without returning (Pebble's Fatalf, a panic) has the
+// next one started, which serves the rest of the line.
 type txnCalls struct {
-	runner *goexit.Runner
-	timer  *time.Timer
-	done   chan goexit.Outcome
+	st    *engineState
+	work  chan txnJob
+	stop  chan struct{}
+	once  sync.Once
+	timer *time.Timer
+	done  chan goexit.Outcome
 }
 
-func newTxnCalls() *txnCalls {
-	c := &txnCalls{runner: goexit.NewRunner(), timer: time.NewTimer(time.Hour), done: make(chan goexit.Outcome, 1)}
+// txnJob is one call of a txnCalls: fn, awaited on done, or a posted
+// write, which nobody awaits.
+type txnJob struct {
+	fn   func() error
+	done chan goexit.Outcome
+	post *postedApply
+}
+
+// txnLine is how many calls may wait for a txnCalls' goroutine: more than
+// the transactions the outbox posts between two waits for durability (a
+// completion group of 16).
+const txnLine = 64
+
+func newTxnCalls(st *engineState) *txnCalls {
+	c := &txnCalls{st: st, work: make(chan txnJob, txnLine), stop: make(chan struct{}),
+		timer: time.NewTimer(time.Hour), done: make(chan goexit.Outcome, 1)}
 	c.timer.Stop()
+	go c.serve()
 	return c
 }
 
+// serve runs the calls in order until close. A call that did not return
+// ends this goroutine (after a panic, recovered, on purpose: the next
+// goroutine starts from a fresh stack); the deferred function starts the
+// next one.
+func (c *txnCalls) serve() {
+	stopped := false
+	defer func() {
+		if !stopped {
+			go c.serve()
+		}
+	}()
+	for {
+		select {
+		case j := <-c.work:
+			if j.post != nil {
+				if !j.post.run(c.st) {
+					return
+				}
+				continue
+			}
+			if !goexit.Call(j.fn, j.done) {
+				return
+			}
+		case <-c.stop:
+			stopped = true
+			return
+		}
+	}
+}
+
+// postedApply is a new record's batch that Apply handed to the store's
+// transaction goroutine without waiting for it (postApply).
+type postedApply struct {
+	db *pebble.DB
+	b  *pebble.Batch
+	// returned and err are set on the transaction goroutine once the apply
+	// returned; Durable's call, which runs on it later, reads them.
+	returned bool
+	err      error
+}
+
+// run applies the batch (its sync is awaited by Durable). A failed apply
+// marks the store unusable: the accounting in memory already counts the
+// record. run returns false after a panic (recovered: the store is marked
+// unusable); after runtime.Goexit (Pebble's Fatalf, which marked it) it
+// does not return.
+func (p *postedApply) run(st *engineState) (ok bool) {
+	defer func() {
+		if ok {
+			return
+		}
+		cause := errEnded
+		if r := recover(); r != nil {
+			cause = fmt.Errorf("storage engine panic: %v", r)
+		}
+		st.fail(newError(ErrUnavailable, "applying the archive transaction ended without returning", cause))
+	}()
+	if err := p.db.ApplyNoSyncWait(p.b, pebble.Sync); err != nil {
+		p.err = mapError("applying the archive transaction", err)
+		st.fail(p.err)
+	}
+	p.returned = true
+	return true
+}
+
+// post hands p to the goroutine without waiting for it to run, waiting at
+// most timeout for room in the line. The caller owns c's timer (it holds
+// the store's mutex).
+func (c *txnCalls) post(p *postedApply, timeout time.Duration) error {
+	j := txnJob{post: p}
+	select {
+	case c.work <- j:
+		return nil
+	default:
+	}
+	c.timer.Reset(timeout)
+	defer c.timer.Stop()
+	select {
+	case c.work <- j:
+		return nil
+	case <-c.timer.C:
+		return fmt.Errorf("%w: the archive transaction timed out after %s waiting for the transactions before it: %w", ErrUnavailable, timeout, context.DeadlineExceeded)
+	}
+}
+
+// close ends the goroutine once it is idle (or once its call ends); calls
+// still in line are not run.
+func (c *txnCalls) close() { c.once.Do(func() { close(c.stop) }) }
+
 // gaveUp is called when guardedTxn stopped waiting for a call that may
-// still send its result: the next call gets a new channel (goexit.GoOn).
+// still send its result: the next call gets a new channel.
 // A nil c has nothing to replace.
 func (c *txnCalls) gaveUp() {
 	if c != nil {

@@ -190,10 +190,10 @@ func TestGuardedTxnCancelWhileWriting(t *testing.T) {
 // reaches the channel that call had, and the next call returns its own.
 func TestTxnCallsAfterATimeout(t *testing.T) {
 	t.Parallel()
-	calls := newTxnCalls()
-	defer calls.runner.Close()
-	ctx := context.Background()
 	st, _, _ := newTestState()
+	calls := newTxnCalls(st)
+	defer calls.close()
+	ctx := context.Background()
 	if err := guardedTxn(ctx, st, time.Minute, "the first transaction", nil, calls, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}

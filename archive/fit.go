@@ -31,15 +31,22 @@ import (
 // therefore seen within freeSpaceMaxAge, and is missed in that window only
 // if it exceeds the MinFreeBytes + charge of headroom the doubling leaves.
 // Callers hold s.mu (or are Open).
+// freeSpaceKnown reports whether checkFreeSpace(charge) can decide without
+// measuring the free space (a storage call).
+func (s *Store) freeSpaceKnown(charge int64) bool {
+	return s.minFree < 0 || s.free.unsupported || !s.free.stale(s.clock(), s.minFree+charge)
+}
+
 func (s *Store) checkFreeSpace(charge int64) error {
-	if s.minFree < 0 {
+	g := &s.free
+	if s.minFree < 0 || g.unsupported {
 		return nil
 	}
-	g := &s.free
 	need := s.minFree + charge
 	if now := s.clock(); g.stale(now, need) {
 		du, err := s.fs.GetDiskUsage(s.storeDir)
 		if errors.Is(err, vfs.ErrUnsupported) {
+			g.unsupported = true
 			return nil
 		}
 		if err != nil {
@@ -100,6 +107,9 @@ func (s *Store) Fit(ctx context.Context, keys []event.Key, records [][]byte) (n 
 	// consecutive, so the monotonic seeks of one iterator cost little more
 	// than one seek.
 	exists := make([]bool, len(keys))
+	if err := s.settleLocked(ctx); err != nil {
+		return 0, err
+	}
 	if err := guarded(ctx, s.st, s.timeout, "reading the keys", false, func() error {
 		return s.present(keys, exists)
 	}); err != nil {

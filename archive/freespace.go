@@ -15,6 +15,9 @@ type freeSpace struct {
 	at      time.Time
 	avail   int64
 	charged int64
+	// unsupported is set once the filesystem could not measure its free
+	// space (an in-memory one): the guard then admits every write.
+	unsupported bool
 }
 
 // stale reports whether a write of need bytes beyond what must stay free

@@ -80,9 +80,21 @@ type Reader struct {
 	err  error
 }
 
-// NewReader returns a Reader over a snapshot taken now. If the store is
+// NewReader returns a Reader over a snapshot taken now, which holds every
+// record an Apply that returned before decided to store. If the store is
 // closed or unusable, every ReadPage of the Reader returns that error.
 func (s *Store) NewReader() *Reader {
+	s.mu.Lock()
+	err := s.settleLocked(context.Background())
+	s.mu.Unlock()
+	if err != nil {
+		return &Reader{c: &s.core, err: err}
+	}
+	return s.newReader()
+}
+
+// newReader is NewReader without waiting for posted batches.
+func (s *Store) newReader() *Reader {
 	if err := s.usable(); err != nil {
 		return &Reader{c: &s.core, err: err}
 	}

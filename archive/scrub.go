@@ -65,11 +65,15 @@ func (s *Store) NewScrub() (*Scrub, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
+	// The pass's snapshot must hold every record its accounting counts.
+	if err := s.settleLocked(context.Background()); err != nil {
+		return nil, err
+	}
 	tables, err := s.newTableScrub(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	sc := &Scrub{s: s, r: s.NewReader(), tables: tables, began: s.clock(), acct: s.acct, ck: s.ckpt, ckKey: s.ckptKey}
+	sc := &Scrub{s: s, r: s.newReader(), tables: tables, began: s.clock(), acct: s.acct, ck: s.ckpt, ckKey: s.ckptKey}
 	sc.r.timeout = s.scrubTimeout
 	sc.r.pageBytes = ScrubPageBytes
 	sc.crossed = sc.ckKey == nil

@@ -107,6 +107,9 @@ type Store struct {
 	// applied holds the transactions Apply applied since the last
 	// Durable, in order.
 	applied []appliedTxn
+	// posted counts the batches posted to txns (postApply) since a call
+	// last waited for them (Durable, settleLocked).
+	posted int
 	// ckptMu serializes Checkpoint calls (Close's final one included).
 	ckptMu sync.Mutex
 	// ckptRecords and ckptBytes mirror ckpt.acct for CheckpointDue.
@@ -226,7 +229,7 @@ func (s *Store) Close() error {
 	err := s.closeDB()
 	s.shut = true
 	if s.txns != nil {
-		s.txns.runner.Close()
+		s.txns.close()
 	}
 	if err == nil && s.st.err() == nil && s.db != nil && !s.abandoned {
 		// A clean close raises the floor to the accounting every accepted

@@ -122,5 +122,13 @@ func (r *Runner) serve(j job) {
 // does not wait for them.
 func (r *Runner) Close() { r.once.Do(func() { close(r.stop) }) }
 
+// Call runs fn on the calling goroutine and sends its Outcome on done,
+// which must have room for it: for an executor of its own that runs calls
+// in order on one goroutine. It returns true when fn returned, false after
+// a panic in fn (recovered, and reported on done). After runtime.Goexit in
+// fn it does not return: the Outcome is sent and the calling goroutine
+// ends, its deferred calls run.
+func Call(fn func() error, done chan<- Outcome) bool { return call(fn, done) }
+
 // Run is Go, waiting for the Outcome.
 func Run(fn func() error) Outcome { return <-Go(fn) }
