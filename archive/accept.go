@@ -146,8 +146,9 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 	if noWait && !lookup && s.freeSpaceKnown(Charge(key, record)) {
 		// Nothing to read: the transaction is decided here and its batch
 		// posted (postApply).
-		err = s.postApply(ctx, key, rk, record, acct, &t.next, &t.charge, &t.post)
-		t.batch, t.outcome = t.post.b, deliverytype.Stored
+		if err = s.postApply(ctx, key, rk, record, acct, &t.next, &t.charge, &t.post); err == nil {
+			t.batch, t.outcome = t.post.b, deliverytype.Stored
+		}
 	} else {
 		// One storage call: read the key, decide, and write.
 		err = guardedTxn(ctx, s.st, s.timeout, "the archive transaction", &t.phase, s.txns, func() error {

@@ -212,3 +212,35 @@ func TestTxnCallsOutliveAPanic(t *testing.T) {
 		t.Fatalf("store error after a panicking apply: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestPostedApplyRefusals: a new record that Apply would post but that
+// does not fit the quota, or whose context ended, is refused with the
+// error Accept gives, and nothing is posted or counted.
+func TestPostedApplyRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k1, r1 := rec(t, testDatabase, 1, 0, "first")
+	k2, r2 := rec(t, testDatabase, 2, 0, "second")
+	o := testOptions(t, newMemFS(t, false))
+	o.QuotaEncodedBytes = Charge(k1, r1) + Charge(k2, r2) - 1
+	s := mustOpen(t, o)
+	mustApply(t, s, k1, r1)
+	if out, err := s.Apply(ctx, k2, r2); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("Apply beyond the quota = %v, %v; want ErrCapacity", out, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	k3, r3 := rec(t, testDatabase, 3, 0, "")
+	if out, err := s.Apply(cancelled, k3, r3); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Apply with an ended context = %v, %v; want ErrUnavailable", out, err)
+	}
+	if err := s.Unusable(); err != nil {
+		t.Fatalf("a refused Apply left the store unusable: %v", err)
+	}
+	if err := s.Durable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Usage(); u.Records != 1 {
+		t.Fatalf("Usage after one stored and two refused: %+v", u)
+	}
+}
