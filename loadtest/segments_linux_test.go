@@ -3,6 +3,7 @@
 package loadtest_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -23,22 +24,22 @@ import (
 // first and write the body with a second call: two segments, and twice the
 // client's and the loopback's work per request, which made the generator
 // the limit of the do-nothing server's measurement. The server counts the
-// data segments it received (TCP_INFO) on each connection after each
-// request.
+// data segments it received (TCP_INFO) on each connection at each request.
 func TestEachRequestIsOneSegment(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		segs = map[net.Conn]uint32{} // data segments received, as of the connection's last request
 	)
+	// The count is read in the handler, once the request's body was read
+	// and before its response is written: the connection is open then, and
+	// the client sends nothing more on it until the response arrives. (Read
+	// when the connection turned idle, it raced with the client closing
+	// its idle connections at the end of the run.)
+	type connKey struct{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, `{"commit_sequence":1,"replayed":false}`)
-	}))
-	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
-		if st != http.StateIdle {
-			return
-		}
-		raw, err := c.(*net.TCPConn).SyscallConn()
+		c := r.Context().Value(connKey{}).(*net.TCPConn)
+		raw, err := c.SyscallConn()
 		if err != nil {
 			t.Error(err)
 			return
@@ -56,6 +57,10 @@ func TestEachRequestIsOneSegment(t *testing.T) {
 		mu.Lock()
 		segs[c] = info.Data_segs_in
 		mu.Unlock()
+		_, _ = io.WriteString(w, `{"commit_sequence":1,"replayed":false}`)
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
 	}
 	srv.Start()
 	defer srv.Close()
