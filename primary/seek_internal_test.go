@@ -90,3 +90,52 @@ func TestSeekGEFindsWhatSeekGEFinds(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyRangeHoldsExactlyItsKeys: the bounds keyRange gives an iterator
+// hold every key it was given, in any order, duplicates included, and no
+// key of the same length below the least or above the greatest; the keys
+// themselves are left as they were, and the upper bound goes into their
+// array's spare capacity.
+func TestKeyRangeHoldsExactlyItsKeys(t *testing.T) {
+	t.Parallel()
+	const l = intentKeyLen
+	rng := rand.New(rand.NewPCG(3, 4))
+	key := func(i uint64) []byte {
+		return binary.BigEndian.AppendUint64(append([]byte{nsIntent}, make([]byte, l-9)...), i)
+	}
+	for round := range 500 {
+		n := 1 + rng.IntN(20)
+		keys := make([]byte, 0, n*l+l+1)
+		var least, greatest uint64 = 1<<64 - 1, 0
+		for range n {
+			i := rng.Uint64N(1000) + 1
+			if round%3 == 0 {
+				i = rng.Uint64N(1<<63) | 1 // far apart
+			}
+			least, greatest = min(least, i), max(greatest, i)
+			keys = append(keys, key(i)...)
+		}
+		given := bytes.Clone(keys)
+		lo, hi := keyRange(keys, l)
+		if !bytes.Equal(keys, given) {
+			t.Fatalf("round %d: keyRange changed its keys", round)
+		}
+		if &hi[0] != &keys[:len(keys)+1][len(keys)] {
+			t.Fatalf("round %d: the upper bound was not put in the keys' spare capacity", round)
+		}
+		if !bytes.Equal(lo, key(least)) {
+			t.Fatalf("round %d: lower bound %x, want the least key %x", round, lo, key(least))
+		}
+		for i := 0; i < len(keys); i += l {
+			if k := keys[i : i+l]; bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
+				t.Fatalf("round %d: key %x outside [%x, %x)", round, k, lo, hi)
+			}
+		}
+		if bytes.Compare(key(least-1), lo) >= 0 {
+			t.Fatalf("round %d: the key before the least is inside the bounds", round)
+		}
+		if bytes.Compare(key(greatest+1), hi) < 0 {
+			t.Fatalf("round %d: the key after the greatest is inside the bounds", round)
+		}
+	}
+}
