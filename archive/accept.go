@@ -11,7 +11,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/zap"
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
@@ -143,10 +142,17 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 	// and the greatest, and the lookup was about 8 % of the CPU of a
 	// 32-database delivery (docs/benchmarks/2026-12-01-multidb.md).
 	lookup := bytes.Compare(rk, s.last) <= 0
-	if noWait && !lookup && s.freeSpaceKnown(Charge(key, record)) {
+	var c int64 // the record's charge and the time, on the posting path: computed once
+	var now time.Time
+	post := false
+	if noWait && !lookup {
+		c, now = Charge(key, record), s.clock()
+		post = s.freeSpaceKnown(c, now)
+	}
+	if post {
 		// Nothing to read: the transaction is decided here and its batch
 		// posted (postApply).
-		if err = s.postApply(ctx, key, rk, record, acct, &t.next, &t.charge, &t.post); err == nil {
+		if err = s.postApply(ctx, key, rk, record, c, now, acct, &t.next, &t.charge, &t.post); err == nil {
 			t.batch, t.outcome = t.post.b, deliverytype.Stored
 		}
 	} else {
@@ -171,7 +177,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 				}
 				return fmt.Errorf("%w: event %s", ErrConflict, key.Event)
 			}
-			b, err := s.newRecordBatch(key, rk, record, acct, &t.next, &t.charge)
+			b, err := s.newRecordBatch(key, rk, record, Charge(key, record), s.clock(), acct, &t.next, &t.charge)
 			if err != nil {
 				return err
 			}
@@ -315,36 +321,35 @@ func (s *Store) durableLocked(ctx context.Context) error {
 // Durable returned nil; Durable's call runs after the apply and fails, and
 // marks the store unusable, when the apply failed. The caller holds s.mu;
 // s.txns is made.
-func (s *Store) postApply(ctx context.Context, key event.Key, rk, record []byte, acct accounting,
-	next *accounting, charge *int64, post **postedApply) error {
+func (s *Store) postApply(ctx context.Context, key event.Key, rk, record []byte, c int64, now time.Time,
+	acct accounting, next *accounting, charge *int64, post **postedApply) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
 	}
-	b, err := s.newRecordBatch(key, rk, record, acct, next, charge)
+	b, err := s.newRecordBatch(key, rk, record, c, now, acct, next, charge)
 	if err != nil {
 		return err
 	}
 	p := &postedApply{db: s.db, b: b}
-	if err := s.txns.post(p, s.timeout); err != nil {
+	if !s.txns.post(p, s.timeout) {
 		_ = b.Close()
-		s.st.fail(err)
-		s.log.Error("archive storage engine call timed out; archive marked unusable", zap.String("op", "the archive transaction"))
-		return err
+		return lineStuck(s.st, "the archive transaction", s.timeout)
 	}
 	s.posted++
 	*post = p
 	return nil
 }
 
-// newRecordBatch decides a new record on acct: it must fit the quota and
-// the free-space guard. It returns the batch of the record and the
-// accounting that counts it, and sets next and charge.
-func (s *Store) newRecordBatch(key event.Key, rk, record []byte, acct accounting, next *accounting, charge *int64) (*pebble.Batch, error) {
-	c := Charge(key, record)
+// newRecordBatch decides a new record, whose charge is c (Charge), on
+// acct at the time now: it must fit the quota and the free-space guard. It
+// returns the batch of the record and the accounting that counts it, and
+// sets next and charge.
+func (s *Store) newRecordBatch(key event.Key, rk, record []byte, c int64, now time.Time,
+	acct accounting, next *accounting, charge *int64) (*pebble.Batch, error) {
 	if acct.EncodedBytes+c > s.quota {
 		return nil, fmt.Errorf("%w: quota: %d of %d bytes used, record needs %d", ErrCapacity, acct.EncodedBytes, s.quota, c)
 	}
-	if err := s.checkFreeSpace(c); err != nil {
+	if err := s.checkFreeSpaceAt(c, now); err != nil {
 		return nil, err
 	}
 	*next, *charge = accounting{Records: acct.Records + 1, EncodedBytes: acct.EncodedBytes + c}, c

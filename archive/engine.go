@@ -188,10 +188,7 @@ func guardedTxn(ctx context.Context, st *engineState, timeout time.Duration, op 
 		select {
 		case on.work <- txnJob{fn: fn, done: on.done}:
 		case <-timer.C:
-			err := fmt.Errorf("%w: %s timed out after %s waiting for the transactions before it: %w", ErrUnavailable, op, timeout, context.DeadlineExceeded)
-			st.fail(err)
-			st.log.Error("archive storage engine call timed out; archive marked unusable", zap.String("op", op))
-			return err
+			return lineStuck(st, op, timeout)
 		}
 	}
 	defer timer.Stop()
@@ -344,23 +341,33 @@ func (p *postedApply) run(st *engineState) (ok bool) {
 }
 
 // post hands p to the goroutine without waiting for it to run, waiting at
-// most timeout for room in the line. The caller owns c's timer (it holds
-// the store's mutex).
-func (c *txnCalls) post(p *postedApply, timeout time.Duration) error {
+// most timeout for room in the line; it reports false when there was none
+// by then. The caller owns c's timer (it holds the store's mutex).
+func (c *txnCalls) post(p *postedApply, timeout time.Duration) bool {
 	j := txnJob{post: p}
 	select {
 	case c.work <- j:
-		return nil
+		return true
 	default:
 	}
 	c.timer.Reset(timeout)
 	defer c.timer.Stop()
 	select {
 	case c.work <- j:
-		return nil
+		return true
 	case <-c.timer.C:
-		return fmt.Errorf("%w: the archive transaction timed out after %s waiting for the transactions before it: %w", ErrUnavailable, timeout, context.DeadlineExceeded)
+		return false
 	}
+}
+
+// lineStuck marks the store unusable, and says so, after the call op
+// waited timeout for room in the line of calls (txnCalls): a line that does
+// not move is a stuck engine.
+func lineStuck(st *engineState, op string, timeout time.Duration) error {
+	err := fmt.Errorf("%w: %s timed out after %s waiting for the transactions before it: %w", ErrUnavailable, op, timeout, context.DeadlineExceeded)
+	st.fail(err)
+	st.log.Error("archive storage engine call timed out; archive marked unusable", zap.String("op", op))
+	return err
 }
 
 // close ends the goroutine once it is idle (or once its call ends); calls

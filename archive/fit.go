@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -31,19 +32,28 @@ import (
 // therefore seen within freeSpaceMaxAge, and is missed in that window only
 // if it exceeds the MinFreeBytes + charge of headroom the doubling leaves.
 // Callers hold s.mu (or are Open).
-// freeSpaceKnown reports whether checkFreeSpace(charge) can decide without
-// measuring the free space (a storage call).
-func (s *Store) freeSpaceKnown(charge int64) bool {
-	return s.minFree < 0 || s.free.unsupported || !s.free.stale(s.clock(), s.minFree+charge)
+// freeSpaceKnown reports whether checkFreeSpaceAt(charge, now) can decide
+// without measuring the free space (a storage call).
+func (s *Store) freeSpaceKnown(charge int64, now time.Time) bool {
+	return s.minFree < 0 || s.free.unsupported || !s.free.stale(now, s.minFree+charge)
 }
 
 func (s *Store) checkFreeSpace(charge int64) error {
+	if s.minFree < 0 || s.free.unsupported {
+		return nil
+	}
+	return s.checkFreeSpaceAt(charge, s.clock())
+}
+
+// checkFreeSpaceAt is checkFreeSpace at the time now, read by the caller
+// (a transaction that asked freeSpaceKnown first reads the clock once).
+func (s *Store) checkFreeSpaceAt(charge int64, now time.Time) error {
 	g := &s.free
 	if s.minFree < 0 || g.unsupported {
 		return nil
 	}
 	need := s.minFree + charge
-	if now := s.clock(); g.stale(now, need) {
+	if g.stale(now, need) {
 		du, err := s.fs.GetDiskUsage(s.storeDir)
 		if errors.Is(err, vfs.ErrUnsupported) {
 			g.unsupported = true

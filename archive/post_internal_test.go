@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/riffdb/riffdb/deliverytype"
 	"github.com/riffdb/riffdb/event"
+	"github.com/riffdb/riffdb/internal/process/clock"
 	"github.com/riffdb/riffdb/internal/store/goexit"
 )
 
@@ -178,9 +180,9 @@ func TestPostedApplyThatFailsFailsDurable(t *testing.T) {
 	// A batch of another store: Pebble refuses to apply it.
 	s.mu.Lock()
 	p := &postedApply{db: s.db, b: other.NewBatch()}
-	if err := s.txns.post(p, time.Minute); err != nil {
+	if !s.txns.post(p, time.Minute) {
 		s.mu.Unlock()
-		t.Fatal(err)
+		t.Fatal("no room in the line")
 	}
 	s.posted++
 	s.applied = append(s.applied, appliedTxn{b: p.b, ctx: ctx, span: trace.SpanFromContext(ctx), start: time.Now(), key: k, post: p})
@@ -201,8 +203,8 @@ func TestTxnCallsOutliveAPanic(t *testing.T) {
 	st, _, _ := newTestState()
 	calls := newTxnCalls(st)
 	defer calls.close()
-	if err := calls.post(&postedApply{}, time.Minute); err != nil { // no store: Apply panics
-		t.Fatal(err)
+	if !calls.post(&postedApply{}, time.Minute) { // no store: Apply panics
+		t.Fatal("no room in the line")
 	}
 	fresh, _, _ := newTestState()
 	if err := guardedTxn(context.Background(), fresh, time.Minute, "the next call", nil, calls, func() error { return nil }); err != nil {
@@ -242,5 +244,41 @@ func TestPostedApplyRefusals(t *testing.T) {
 	}
 	if u := s.Usage(); u.Records != 1 {
 		t.Fatalf("Usage after one stored and two refused: %+v", u)
+	}
+}
+
+// TestPostedApplyReadsTheClockTwice: a new record's transaction on the
+// posting path reads the clock twice (its start, and once for the
+// free-space guard's decision and its record), and Durable once for the
+// group: #47 asks for no redundant clock reads on the delivery path.
+func TestPostedApplyReadsTheClockTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fs := &diskFS{FS: newMemFS(t, false), avail: func() uint64 { return 1 << 40 }}
+	var reads atomic.Int64
+	base := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	opts := testOptions(t, fs)
+	opts.MinFreeBytes = 1 << 20
+	opts.Clock = clock.Func(func() time.Time { reads.Add(1); return base })
+	s := mustOpen(t, opts)
+	k, r := rec(t, testDatabase, 1, 0, "first") // measures the free space
+	mustApply(t, s, k, r)
+	if err := s.Durable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const group = 16
+	before := reads.Load()
+	for i := uint64(2); i < 2+group; i++ {
+		k, r := rec(t, testDatabase, i, 0, "posted")
+		mustApply(t, s, k, r)
+	}
+	if err := s.Durable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := reads.Load()-before, int64(2*group+1); got != want {
+		t.Fatalf("%d posted transactions and their Durable read the clock %d times, want %d", group, got, want)
+	}
+	if s.posted != 0 || len(s.applied) != 0 {
+		t.Fatalf("posted %d, applied %d after Durable", s.posted, len(s.applied))
 	}
 }
