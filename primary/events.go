@@ -19,25 +19,18 @@ func (db *DB) LoadEvents(ctx context.Context, ids []event.ID) ([][]byte, error) 
 		return nil, err
 	}
 	defer done()
-	out := make([][]byte, len(ids))
-	// The keys (and the iterator's upper bound) share one array, and so do
-	// the copies of the values (each capped at its own end): two
-	// allocations for a run, not two per event.
-	keys := make([]byte, 0, len(ids)*eventKeyLen+eventKeyLen+1)
-	for _, id := range ids {
-		keys = appendEventKey(keys, id)
-	}
-	if len(ids) == 0 {
-		return out, context.Cause(ctx)
-	}
-	lo, hi := keyRange(keys, eventKeyLen)
-	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: []byte{nsCommit}, UpperBound: prefixEnd(nsCommit)})
 	if err != nil {
 		return nil, fmt.Errorf("primary: load events: %w", err)
 	}
+	out := make([][]byte, len(ids))
+	// The keys share one array, and so do the copies of the values (each
+	// capped at its own end): two allocations for a run, not two per event.
+	keys := make([]byte, 0, len(ids)*eventKeyLen)
 	var vals []byte
 	for i, id := range ids {
-		k := keys[i*eventKeyLen : (i+1)*eventKeyLen]
+		keys = appendEventKey(keys, id)
+		k := keys[len(keys)-eventKeyLen:]
 		if !seekGE(it, k) {
 			if err := it.Close(); err != nil {
 				return nil, fmt.Errorf("primary: load events: %w", err)

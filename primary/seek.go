@@ -36,25 +36,3 @@ func seekGE(it *pebble.Iterator, k []byte) bool {
 	}
 	return it.SeekGE(k) && bytes.Equal(it.Key(), k)
 }
-
-// keyRange returns iterator bounds that hold exactly the keys in keys (n
-// keys of length l, back to back, in any order): the least key and a bound
-// just above the greatest. An iterator bounded to the members of a run, not
-// to their whole namespace, opens only the tables that overlap them; in a
-// drained backlog's compare-and-set checks and loads that took about a
-// quarter of the reads' CPU (docs/benchmarks.md). keys must not be empty;
-// hi goes into its spare capacity when it has l+1 bytes.
-func keyRange(keys []byte, l int) (lo, hi []byte) {
-	lo, hi = keys[:l], keys[:l]
-	for i := l; i+l <= len(keys); i += l {
-		k := keys[i : i+l]
-		if bytes.Compare(k, lo) < 0 {
-			lo = k
-		}
-		if bytes.Compare(k, hi) > 0 {
-			hi = k
-		}
-	}
-	// Keys of one length: none lies between hi and hi followed by a zero.
-	return lo, append(append(keys[len(keys):], hi...), 0)
-}

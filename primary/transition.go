@@ -300,17 +300,12 @@ func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool), 
 		out = make([]Intent, len(members))
 	}
 	keys := make([][]byte, len(members))
-	// The keys (and the iterator's upper bound) share one array (the batch
-	// copies what it is given).
-	keyBuf := make([]byte, 0, len(members)*intentKeyLen+intentKeyLen+1)
-	for _, m := range members {
-		keyBuf = appendIntentKey(keyBuf, m.Event)
-	}
-	// One iterator, bounded to the members' keys, reads every member's
-	// stored state: the members of a run or a completion group are
-	// consecutive intents, so each seek lands next to the previous one.
-	lo, hi := keyRange(keyBuf, intentKeyLen)
-	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	// The keys share one array (the batch copies what it is given).
+	keyBuf := make([]byte, 0, len(members)*intentKeyLen)
+	// One iterator reads every member's stored state: the members of a run
+	// or a completion group are consecutive intents, so each seek lands next
+	// to the previous one.
+	it, err := db.store.NewIter(&pebble.IterOptions{LowerBound: []byte{nsIntent}, UpperBound: prefixEnd(nsIntent)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("primary: read intents: %w", err)
 	}
@@ -319,7 +314,8 @@ func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool), 
 		if givenBefore(members, i, seen) {
 			return nil, nil, fmt.Errorf("%w: event %s given twice", ErrConflict, m.Event)
 		}
-		k := keyBuf[i*intentKeyLen : (i+1)*intentKeyLen]
+		keyBuf = appendIntentKey(keyBuf, m.Event)
+		k := keyBuf[len(keyBuf)-intentKeyLen:]
 		if !seekGE(it, k) {
 			if err := it.Error(); err != nil {
 				return nil, nil, fmt.Errorf("primary: read intent: %w", err)
