@@ -146,7 +146,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 	var now time.Time
 	post := false
 	if noWait && !lookup {
-		c, now = Charge(key, record), s.clock()
+		c, now = Charge(key, record), s.guardNow()
 		post = s.freeSpaceKnown(c, now)
 	}
 	if post {
@@ -177,7 +177,7 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 				}
 				return fmt.Errorf("%w: event %s", ErrConflict, key.Event)
 			}
-			b, err := s.newRecordBatch(key, rk, record, Charge(key, record), s.clock(), acct, &t.next, &t.charge)
+			b, err := s.newRecordBatch(key, rk, record, Charge(key, record), s.guardNow(), acct, &t.next, &t.charge)
 			if err != nil {
 				return err
 			}

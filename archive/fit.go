@@ -15,6 +15,23 @@ import (
 	"github.com/riffdb/riffdb/event"
 )
 
+// freeSpaceKnown reports whether checkFreeSpaceAt(charge, now) can decide
+// without measuring the free space (a storage call). now is guardNow's.
+func (s *Store) freeSpaceKnown(charge int64, now time.Time) bool {
+	return s.minFree < 0 || s.free.unsupported || !s.free.stale(now, s.minFree+charge)
+}
+
+// guardNow is the time the free-space guard decides at: the clock, read
+// only when the guard is on and the filesystem measures free space (the
+// zero time otherwise, which the guard then does not read). A transaction
+// reads it once for freeSpaceKnown and checkFreeSpaceAt.
+func (s *Store) guardNow() time.Time {
+	if s.minFree < 0 || s.free.unsupported {
+		return time.Time{}
+	}
+	return s.clock()
+}
+
 // checkFreeSpace is the free-space guard: Pebble blocks forever on a full
 // disk, so a write of charge bytes is refused while it would leave less than
 // MinFreeBytes available.
@@ -32,21 +49,10 @@ import (
 // therefore seen within freeSpaceMaxAge, and is missed in that window only
 // if it exceeds the MinFreeBytes + charge of headroom the doubling leaves.
 // Callers hold s.mu (or are Open).
-// freeSpaceKnown reports whether checkFreeSpaceAt(charge, now) can decide
-// without measuring the free space (a storage call).
-func (s *Store) freeSpaceKnown(charge int64, now time.Time) bool {
-	return s.minFree < 0 || s.free.unsupported || !s.free.stale(now, s.minFree+charge)
-}
+func (s *Store) checkFreeSpace(charge int64) error { return s.checkFreeSpaceAt(charge, s.guardNow()) }
 
-func (s *Store) checkFreeSpace(charge int64) error {
-	if s.minFree < 0 || s.free.unsupported {
-		return nil
-	}
-	return s.checkFreeSpaceAt(charge, s.clock())
-}
-
-// checkFreeSpaceAt is checkFreeSpace at the time now, read by the caller
-// (a transaction that asked freeSpaceKnown first reads the clock once).
+// checkFreeSpaceAt is checkFreeSpace at the time now (guardNow's, read by
+// the caller).
 func (s *Store) checkFreeSpaceAt(charge int64, now time.Time) error {
 	g := &s.free
 	if s.minFree < 0 || g.unsupported {
