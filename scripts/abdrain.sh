@@ -34,7 +34,7 @@ if ! rev=$(git rev-parse --short --verify --quiet "$base^{commit}"); then
 fi
 work=$(mktemp -d)
 trap 'git worktree remove --force "$work/base" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-git worktree add --detach -f "$work/base" "$rev" >/dev/null 2>&1
+git worktree add --quiet --detach -f "$work/base" "$rev"
 (cd "$work/base" && "$GO" test -c -o "$work/base.test" ./bench/)
 "$GO" test -c -o "$work/tree.test" ./bench/
 
