@@ -58,7 +58,9 @@ const (
 // any component), checks that it is still the watched archive directory
 // and drains the events, without listing the archive directory or opening
 // the store directory: four system calls instead of about fifteen, on the
-// worker's path once per claim run (docs/benchmarks.md, #47). A change of
+// worker's path once per claim run (docs/benchmarks.md, #47). Once that
+// check passed, the path itself is watched (armPath), and while nothing on
+// it changed an audit is one poll (pathQuiet). A change of
 // the archive directory's entries or attributes, or of the store
 // directory's own, is an event of one of the two watches, and makes the
 // next audit a full one; a path that no longer opens to the watched
@@ -89,11 +91,30 @@ type auditWatch struct {
 	// watch (IN_IGNORED, drained before, drops it from both maps).
 	entries map[string]entryWatch
 	names   map[int32]string
+	// path watches the path to the archive directory (see armPath):
+	// pathWds maps the watch of each directory on it, from "/" down to the
+	// archive directory's parent, to the name of the next component; mfd
+	// is /proc/self/mountinfo, polled for a change of the mount table (-1
+	// while the path is not watched); pathDir is the path watched. moved
+	// is set by an event that may have changed what the path resolves to
+	// since the path was watched; pathBroken once the path cannot be
+	// watched (a filesystem on it not trusted, no /proc, the watch limit),
+	// until the next arm. retired holds the watches armPath removed whose
+	// IN_IGNORED is still queued.
+	pathWds    map[int32]string
+	mfd        int
+	pathDir    string
+	moved      bool
+	pathBroken bool
+	retired    map[int32]struct{}
+	pollFds    [2]unix.PollFd
+	noWait     unix.Timespec
 	// full counts full audits (entries listed and checked), partial the
-	// partial ones, quick the quick ones and added the entry watches
-	// added, for tests.
-	full, partial, quick, added int
-	buf                         [4096]byte
+	// partial ones, quick the quick ones (quiet the quick ones that the
+	// path's watch decided without opening the path), and added the entry
+	// watches added, for tests.
+	full, partial, quick, quiet, added int
+	buf                                [4096]byte
 }
 
 // entryWatch is the inode of a watched entry and its watch.
@@ -102,7 +123,7 @@ type entryWatch struct {
 	wd  int32
 }
 
-func newAuditWatch() *auditWatch { return &auditWatch{fd: -1, dirWd: -1, archWd: -1} }
+func newAuditWatch() *auditWatch { return &auditWatch{fd: -1, dirWd: -1, archWd: -1, mfd: -1} }
 
 // audit is Audit for the open store in dir, skipping the store's entries
 // when the watch saw no change since the last full audit that passed.
@@ -187,28 +208,6 @@ func (w *auditWatch) auditLocked(dir string) (storeExists bool, err error) {
 // the last audit that passed, as far as the events read so far say.
 func (w *auditWatch) clean() bool {
 	return w.fd >= 0 && w.archWd >= 0 && !w.dirty && len(w.changed) == 0
-}
-
-// quickAudit is the audit of a clean watch (see auditWatch): it reports
-// whether dir still opens, with no symbolic link in its path, to the
-// watched archive directory, and the events queued until then leave the
-// watch clean. When it reports false, the caller runs the usual audit,
-// which reports any violation.
-func (w *auditWatch) quickAudit(dir string) bool {
-	fd, err := openPath(dir)
-	if err != nil {
-		return false
-	}
-	var st unix.Stat_t
-	err = unix.Fstat(fd, &st)
-	unix.Close(fd)
-	if err != nil || uint64(st.Dev) != w.adev || st.Ino != w.aino {
-		return false
-	}
-	// Drain after the check: an event up to here is seen now, and one
-	// after it is seen by the next audit.
-	w.drain()
-	return w.clean()
 }
 
 // checkChanged is the partial audit: it checks again, and watches when
@@ -355,9 +354,11 @@ func (w *auditWatch) consume(buf []byte) {
 			name = name[:i]
 		}
 		buf = buf[size:]
+		next, onPath := w.pathWds[wd]
+		_, retired := w.retired[wd]
 		switch entry, known := w.names[wd]; {
 		case mask&unix.IN_Q_OVERFLOW != 0:
-			w.dirty = true
+			w.dirty, w.moved = true, true
 		case (wd == w.dirWd || wd == w.archWd) && mask&unix.IN_IGNORED != 0:
 			w.disarm()
 			return
@@ -373,6 +374,22 @@ func (w *auditWatch) consume(buf []byte) {
 			}
 		case known:
 			w.change(entry)
+		case onPath:
+			// A directory on the path: its own event, or one of the
+			// entry that is the path's next component, may change
+			// what the path resolves to; the others (its other
+			// entries) do not.
+			if len(name) == 0 || string(name) == next {
+				w.moved = true
+			}
+			if mask&unix.IN_IGNORED != 0 {
+				delete(w.pathWds, wd)
+				w.moved = true
+			}
+		case retired:
+			if mask&unix.IN_IGNORED != 0 {
+				delete(w.retired, wd)
+			}
 		default:
 			w.dirty = true
 		}
@@ -394,6 +411,8 @@ func (w *auditWatch) disarm() {
 	}
 	w.fd, w.dirWd, w.archWd, w.dirty = -1, -1, -1, true
 	w.entries, w.names, w.changed = nil, nil, nil
+	w.closeMounts()
+	w.pathWds, w.retired, w.pathDir, w.moved, w.pathBroken = nil, nil, "", true, false
 }
 
 // close disarms for good; later audits are full ones.

@@ -191,10 +191,29 @@ func TestAuditWatchCatchesChangesWhileOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "symbolic link"},
+		// A directory on the path above the archive directory: neither
+		// the archive nor the store directory's watch sees it, the
+		// path's own watch does (armPath).
+		{"a directory on the path replaced by a symbolic link", func(t *testing.T, base, dir, sst string) {
+			moveAway(t, base)
+			if err := os.Symlink(base+"-moved", base); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"a directory on the path replaced by another holding another store", func(t *testing.T, base, dir, sst string) {
+			moveAway(t, base)
+			mkdir(t, base)
+			mkdir(t, dir)
+			mkdir(t, filepath.Join(dir, StoreDirName))
+			writeFile(t, filepath.Join(dir, StoreDirName, "000001.sst"), 0o644)
+		}, "a store file has mode 0644"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			base, dir, _, w := openWatched(t)
+			// Every case starts from an audit that the path's watch
+			// decided alone.
+			requireQuiet(t, w, dir)
 			tc.tamper(t, base, dir, firstSST(t, filepath.Join(dir, StoreDirName)))
 			_, err := w.audit(dir)
 			requireCustody(t, err, base, tc.want)
@@ -203,6 +222,19 @@ func TestAuditWatchCatchesChangesWhileOpen(t *testing.T) {
 			requireCustody(t, err, base, tc.want)
 		})
 	}
+}
+
+// moveAway renames the test's directory base to base-moved, and removes
+// both at the test's end (base may be a symbolic link by then).
+func moveAway(t *testing.T, base string) {
+	t.Helper()
+	if err := os.Rename(base, base+"-moved"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = os.Remove(base)
+		_ = os.RemoveAll(base + "-moved")
+	})
 }
 
 func TestAuditWatchRepairedViolationPasses(t *testing.T) {

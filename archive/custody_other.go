@@ -4,6 +4,7 @@ package archive
 
 import (
 	"errors"
+	"os"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -44,6 +45,9 @@ func newCustodyFS(fs vfs.FS) vfs.FS { return fs }
 func allocatedBytes(storeDir string) (int64, error) {
 	return 0, ErrUnsupportedPlatform
 }
+
+// directoryHeld cannot tell: there is no watch.
+func directoryHeld(fs vfs.FS, dir string, fi os.FileInfo) bool { return false }
 
 // auditOpen always fails with ErrUnsupportedPlatform.
 func auditOpen(fs vfs.FS, dir string) (storeExists bool, err error) {

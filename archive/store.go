@@ -190,6 +190,22 @@ func (s *Store) Audit() error {
 	return mapError("custody audit", err)
 }
 
+// DirectoryHeld reports whether the store's directory is, right now, still
+// the one fi identifies, at the archive's path, as far as the custody audit's
+// watches can tell without a storage call: the path and the directories on
+// it are watched, no event that could change what the path resolves to came
+// since they were (the mount table included), and none of the archive or
+// store directory's own. One poll, where an lstat walks the whole path.
+// False means that the watches cannot tell (not armed yet, something on the
+// path changed, a test's or another platform's filesystem): the caller then
+// checks the path itself.
+func (s *Store) DirectoryHeld(fi os.FileInfo) bool {
+	if !s.realFS || s.usable() != nil {
+		return false
+	}
+	return directoryHeld(s.fs, s.dir, fi)
+}
+
 // Close closes open readers, unregisters the gauges and closes the store,
 // releasing its lock even after a fatal storage error, so that a later Open
 // of the same directory (after repair) works in the same process. Close

@@ -163,8 +163,14 @@ var (
 // stillThere reports whether the store directory is still the one whose
 // identity is info. A store whose directory was removed or replaced keeps
 // accepting writes into unlinked files, so an acceptance is trusted only
-// when the directory is unchanged after it became durable (Confirm).
+// when the directory is unchanged after it became durable (Confirm). The
+// open store's custody watches answer with one poll while nothing on the
+// path changed (archive.Store.DirectoryHeld); otherwise an lstat of the path
+// decides.
 func (d *Destination) stillThere(info os.FileInfo) error {
+	if d.store != nil && d.store.DirectoryHeld(info) {
+		return nil
+	}
 	fi, err := os.Lstat(filepath.Join(d.dir, archive.StoreDirName))
 	if err != nil {
 		return errDirectoryGone

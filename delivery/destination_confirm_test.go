@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/riffdb/riffdb/archive"
 	"github.com/riffdb/riffdb/deliverytype"
@@ -117,6 +118,42 @@ func TestConfirmChecksTheStoreDirectory(t *testing.T) {
 		}
 		if s.d.store != nil {
 			t.Fatal("the store stayed open")
+		}
+	})
+	t.Run("a directory on the path replaced", func(t *testing.T) {
+		// The store's watches answer for its directory while nothing on
+		// the path changed (archive.Store.DirectoryHeld); a directory
+		// above the archive directory replaced, with a new archive and
+		// store directory under it, is seen by neither of theirs.
+		s := newConfirmSetup(t)
+		s.accept(1)
+		deadline := time.Now().Add(10 * time.Second)
+		for !s.d.store.DirectoryHeld(s.d.storeInfo) {
+			if err := s.d.Probe(ctx); err != nil { // an audit, which watches the path
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the store's watches never answered for its directory")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := s.d.Confirm(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.accept(2)
+		parent := filepath.Dir(s.dir)
+		if err := os.Rename(parent, parent+"-away"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(parent + "-away") })
+		for _, d := range []string{parent, s.dir, s.storeDir()} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := s.d.Confirm(ctx)
+		if deliverytype.ClassOf(err) != deliverytype.Refused {
+			t.Fatalf("Confirm after a directory on the path was replaced = %v, want ErrRefused", err)
 		}
 	})
 	t.Run("acceptances in two stores", func(t *testing.T) {
