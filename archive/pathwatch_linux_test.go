@@ -34,6 +34,12 @@ func requireQuiet(t *testing.T, w *auditWatch, dir string) {
 		if w.quietAudits() > before {
 			return
 		}
+		w.mu.Lock()
+		broken := w.pathBroken
+		w.mu.Unlock()
+		if broken {
+			t.Skip("a directory on the test directory's path is on a filesystem the watch does not trust (or /proc is missing): the path is opened by every audit")
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("no audit was decided by the path's watch")
 		}

@@ -126,6 +126,7 @@ func TestConfirmChecksTheStoreDirectory(t *testing.T) {
 		// above the archive directory replaced, with a new archive and
 		// store directory under it, is seen by neither of theirs.
 		s := newConfirmSetup(t)
+		skipUnlessPathWatchable(t, s.dir)
 		s.accept(1)
 		deadline := time.Now().Add(10 * time.Second)
 		for !s.d.store.DirectoryHeld(s.d.storeInfo) {
