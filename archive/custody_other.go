@@ -46,6 +46,9 @@ func allocatedBytes(storeDir string) (int64, error) {
 	return 0, ErrUnsupportedPlatform
 }
 
+// PathWatchable is false: there is no watch.
+func PathWatchable(dir string) bool { return false }
+
 // directoryHeld cannot tell: there is no watch.
 func directoryHeld(fs vfs.FS, dir string, fi os.FileInfo) bool { return false }
 

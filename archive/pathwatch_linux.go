@@ -85,9 +85,6 @@ func (w *auditWatch) quickAudit(dir string) bool {
 // leaves the path unwatched until the next arm: audits then open the path
 // as before.
 func (w *auditWatch) armPath(dir string) {
-	if w.mfd >= 0 && !w.moved && w.pathDir == dir {
-		return
-	}
 	w.unwatchPath()
 	if w.pathBroken || w.fd < 0 || w.archWd < 0 {
 		return
@@ -158,22 +155,16 @@ func (w *auditWatch) walkPath(comps []string) (ok, broken bool) {
 }
 
 // openPathAt opens the directory name in the directory open at at, not
-// following a symbolic link, for its identity only (O_PATH).
+// following a symbolic link, for its identity only (O_PATH; O_DIRECTORY
+// refuses anything but a directory, the symbolic link O_NOFOLLOW would
+// open included, with ENOTDIR).
 func openPathAt(at int, name string) (int, error) {
 	for {
 		fd, err := unix.Openat(at, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err != nil {
-			return -1, err
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			unix.Close(fd)
-			return -1, unix.ENOTDIR
-		}
-		return fd, nil
+		return fd, err
 	}
 }
 
@@ -230,6 +221,21 @@ func (w *auditWatch) pathQuiet(dir string) bool {
 		w.drain()
 	}
 	return w.fd >= 0 && !w.moved
+}
+
+// PathWatchable reports whether every directory on the absolute path dir is
+// on a filesystem the custody audit's watch trusts (see watchable), so that
+// the path can be watched instead of opened by each audit (armPath).
+func PathWatchable(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		var fs unix.Statfs_t
+		if unix.Statfs(d, &fs) != nil || !watchable(fs.Type) {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
 }
 
 // holds reports whether the store directory at dir is, right now, the

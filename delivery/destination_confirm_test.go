@@ -126,7 +126,9 @@ func TestConfirmChecksTheStoreDirectory(t *testing.T) {
 		// above the archive directory replaced, with a new archive and
 		// store directory under it, is seen by neither of theirs.
 		s := newConfirmSetup(t)
-		skipUnlessPathWatchable(t, s.dir)
+		if !archive.PathWatchable(s.dir) {
+			t.Skip("a directory on the test directory's path is on a filesystem the archive's watch does not trust")
+		}
 		s.accept(1)
 		deadline := time.Now().Add(10 * time.Second)
 		for !s.d.store.DirectoryHeld(s.d.storeInfo) {
