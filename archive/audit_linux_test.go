@@ -23,7 +23,15 @@ import (
 // directory through the custody FS, and returns the FS's audit watch.
 func openWatched(t *testing.T) (base, dir string, db *pebble.DB, w *auditWatch) {
 	t.Helper()
-	base, dir = custodySetup(t)
+	base = t.TempDir()
+	dir, db, w = openWatchedIn(t, base)
+	return base, dir, db, w
+}
+
+// openWatchedIn is openWatched in the directory base.
+func openWatchedIn(t *testing.T, base string) (dir string, db *pebble.DB, w *auditWatch) {
+	t.Helper()
+	dir = custodySetupIn(t, base)
 	skipUnlessWatchable(t, dir)
 	opts := archiveOptions(vfs.Default)
 	cfs := newCustodyFS(vfs.Default).(custodyFS)
@@ -42,7 +50,7 @@ func openWatched(t *testing.T) (base, dir string, db *pebble.DB, w *auditWatch) 
 		}
 	}
 	quiesce(t, w, dir)
-	return base, dir, db, w
+	return dir, db, w
 }
 
 // skipUnlessWatchable skips a test of the watch where the test's
@@ -533,27 +541,33 @@ func TestStoreAuditUsesTheWatch(t *testing.T) {
 // TestWatchOnlyOnLocalFilesystems: the watch is trusted on local
 // filesystems only; on a network or FUSE filesystem a change made by
 // another host raises no inotify event, so every audit stays full there.
+// A directory above the archive directory may also be on an overlayfs (a
+// container's root filesystem), where the path is watched too.
 func TestWatchOnlyOnLocalFilesystems(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		magic int64
-		ok    bool
+		ok    bool // the store's own directories are watched (watchable)
+		path  bool // a directory above them is watched (pathWatchable)
 	}{
-		{"ext4", unix.EXT4_SUPER_MAGIC, true},
-		{"xfs", unix.XFS_SUPER_MAGIC, true},
-		{"btrfs", unix.BTRFS_SUPER_MAGIC, true},
-		{"tmpfs", unix.TMPFS_MAGIC, true},
-		{"zfs", 0x2fc12fc1, true},
-		{"nfs", unix.NFS_SUPER_MAGIC, false},
-		{"cifs", unix.CIFS_SUPER_MAGIC, false},
-		{"smb2", unix.SMB2_SUPER_MAGIC, false},
-		{"fuse", unix.FUSE_SUPER_MAGIC, false},
-		{"ceph", unix.CEPH_SUPER_MAGIC, false},
-		{"9p", unix.V9FS_MAGIC, false},
-		{"overlayfs", unix.OVERLAYFS_SUPER_MAGIC, false},
+		{"ext4", unix.EXT4_SUPER_MAGIC, true, true},
+		{"xfs", unix.XFS_SUPER_MAGIC, true, true},
+		{"btrfs", unix.BTRFS_SUPER_MAGIC, true, true},
+		{"tmpfs", unix.TMPFS_MAGIC, true, true},
+		{"zfs", 0x2fc12fc1, true, true},
+		{"nfs", unix.NFS_SUPER_MAGIC, false, false},
+		{"cifs", unix.CIFS_SUPER_MAGIC, false, false},
+		{"smb2", unix.SMB2_SUPER_MAGIC, false, false},
+		{"fuse", unix.FUSE_SUPER_MAGIC, false, false},
+		{"ceph", unix.CEPH_SUPER_MAGIC, false, false},
+		{"9p", unix.V9FS_MAGIC, false, false},
+		{"overlayfs", unix.OVERLAYFS_SUPER_MAGIC, false, true},
 	} {
 		if got := watchable(c.magic); got != c.ok {
 			t.Errorf("%s: watchable = %v, want %v", c.name, got, c.ok)
+		}
+		if got := pathWatchable(c.magic); got != c.path {
+			t.Errorf("%s: pathWatchable = %v, want %v", c.name, got, c.path)
 		}
 	}
 }

@@ -26,10 +26,16 @@ const otherUID = 12345
 func custodySetup(t *testing.T) (base, dir string) {
 	t.Helper()
 	base = t.TempDir()
+	return base, custodySetupIn(t, base)
+}
+
+// custodySetupIn is custodySetup in the directory base.
+func custodySetupIn(t *testing.T, base string) (dir string) {
+	t.Helper()
 	dir = filepath.Join(base, "outbox")
 	mkdir(t, dir)
 	mkdir(t, filepath.Join(dir, StoreDirName))
-	return base, dir
+	return dir
 }
 
 func mkdir(t *testing.T, p string) {
