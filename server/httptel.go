@@ -91,7 +91,7 @@ func newHTTPTelemetry(tel *telemetry.Telemetry, propagator propagation.TextMapPr
 
 func (h *httpTelemetry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	ctx := h.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := h.propagator.Extract(r.Context(), requestCarrier(r.Header))
 	ctx, span := h.tracer.Start(ctx, h.name(r), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(start))
 	// The request's attributes are taken now, as it arrived, and given to
@@ -142,6 +142,35 @@ func (h *httpTelemetry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.duration.Record(ctx, end.Sub(start).Seconds(), set...)
 	span.End(trace.WithTimestamp(end))
 }
+
+// requestCarrier is propagation.HeaderCarrier for a request's headers,
+// which net/http keeps under their canonical names: the W3C trace context
+// fields are looked up under theirs, written out, where http.Header.Get
+// makes the canonical name anew for every field on every request (three
+// for the default propagator, each a new string: about 0.6 µs and three
+// allocations a request). Any other field is http.Header.Get's.
+type requestCarrier http.Header
+
+func (c requestCarrier) Get(key string) string {
+	var v []string
+	switch key {
+	case "traceparent":
+		v = c["Traceparent"]
+	case "tracestate":
+		v = c["Tracestate"]
+	case "baggage":
+		v = c["Baggage"]
+	default:
+		return http.Header(c).Get(key)
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+func (c requestCarrier) Set(key, value string) { propagation.HeaderCarrier(c).Set(key, value) }
+func (c requestCarrier) Keys() []string        { return propagation.HeaderCarrier(c).Keys() }
 
 // statusMessage is otelhttp's span status description: empty for a 5xx,
 // and the code for one outside 100-599.
