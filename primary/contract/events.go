@@ -181,10 +181,18 @@ func describe(typ string) string {
 // plan's Fields are sorted, and names are ASCII, so this is bytewise key
 // order), no whitespace, absent fields omitted.
 func (p *Plan) encode(values []value) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	buf.WriteByte('{')
+	n := 2
+	for i, f := range p.Fields {
+		if v := values[i]; v.present {
+			// The name, its quotes, colon and comma, and the value: a
+			// plain string's length and quotes, base64's length, or
+			// at most 20 digits and a sign.
+			n += len(f.Name) + 4 + max(len(v.str)+2, base64.StdEncoding.EncodedLen(len(v.str))+2, 20)
+		}
+	}
+	b := make([]byte, 0, n)
+	var esc *stringEscaper
+	b = append(b, '{')
 	first := true
 	for i, f := range p.Fields {
 		v := values[i]
@@ -192,28 +200,71 @@ func (p *Plan) encode(values []value) ([]byte, error) {
 			continue
 		}
 		if !first {
-			buf.WriteByte(',')
+			b = append(b, ',')
 		}
 		first = false
-		buf.WriteByte('"')
-		buf.WriteString(f.Name) // [a-z0-9_]: needs no escaping
-		buf.WriteString(`":`)
+		b = append(b, '"')
+		b = append(b, f.Name...) // [a-z0-9_]: needs no escaping
+		b = append(b, '"', ':')
 		switch f.Type {
 		case TypeString:
-			if err := enc.Encode(v.str); err != nil {
+			if plainJSONString(v.str) {
+				b = append(append(append(b, '"'), v.str...), '"')
+				break
+			}
+			if esc == nil {
+				esc = newStringEscaper()
+			}
+			var err error
+			if b, err = esc.append(b, v.str); err != nil {
 				return nil, fmt.Errorf("contract: encoding field %q: %w", f.Name, err)
 			}
-			buf.Truncate(buf.Len() - 1) // Encode appends a newline
 		case TypeBytes:
-			buf.WriteByte('"')
-			buf.WriteString(base64.StdEncoding.EncodeToString([]byte(v.str)))
-			buf.WriteByte('"')
+			b = append(b, '"')
+			b = base64.StdEncoding.AppendEncode(b, []byte(v.str))
+			b = append(b, '"')
 		case TypeInt:
-			buf.WriteString(strconv.FormatInt(v.num, 10))
+			b = strconv.AppendInt(b, v.num, 10)
 		case TypeBool:
-			buf.WriteString(strconv.FormatBool(v.boolean))
+			b = strconv.AppendBool(b, v.boolean)
 		}
 	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	return append(b, '}'), nil
+}
+
+// plainJSONString reports whether encoding/json writes s as its bytes
+// between quotes (with HTML escaping off): printable ASCII but for the
+// quote and the backslash. Any other string goes through encoding/json
+// itself (stringEscaper), so the canonical bytes stay exactly its bytes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// stringEscaper writes a string as encoding/json's Encoder does with HTML
+// escaping off: the canonical form of a string that is not plain.
+type stringEscaper struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+func newStringEscaper() *stringEscaper {
+	e := &stringEscaper{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}
+
+// append appends s, quoted and escaped, to b.
+func (e *stringEscaper) append(b []byte, s string) ([]byte, error) {
+	e.buf.Reset()
+	if err := e.enc.Encode(s); err != nil {
+		return b, err
+	}
+	q := e.buf.Bytes()
+	return append(b, q[:len(q)-1]...), nil // Encode appends a newline
 }
