@@ -462,11 +462,16 @@ func auditOpen(fs vfs.FS, dir string) (storeExists bool, err error) {
 // type fsType (statfs f_type): only local filesystems, where every change
 // goes through this kernel. A change made by another host on a network
 // filesystem (NFS, CIFS, Ceph, 9p) or behind FUSE raises no event here, so
-// there every audit stays a full one.
+// there every audit stays a full one. Overlayfs, a container's root
+// filesystem, is trusted: a change made through the overlay raises its
+// event on the overlay's own inode, the watched one; a change made to a
+// layer directly raises none, but the kernel does not allow one while the
+// overlay is mounted (its documentation: "the behavior of the overlay is
+// undefined"), and only the host's administrator can make it.
 func watchable(fsType int64) bool {
 	switch uint32(fsType) {
 	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
-		unix.F2FS_SUPER_MAGIC, zfsSuperMagic:
+		unix.F2FS_SUPER_MAGIC, zfsSuperMagic, unix.OVERLAYFS_SUPER_MAGIC:
 		return true
 	}
 	return false

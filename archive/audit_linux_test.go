@@ -131,6 +131,12 @@ func TestAuditWatchQuickWithoutChange(t *testing.T) {
 
 func TestAuditWatchCatchesChangesWhileOpen(t *testing.T) {
 	t.Parallel()
+	catchesChangesWhileOpen(t, func(t *testing.T) string { return t.TempDir() })
+}
+
+// catchesChangesWhileOpen is TestAuditWatchCatchesChangesWhileOpen with
+// each case's directory made by newBase.
+func catchesChangesWhileOpen(t *testing.T, newBase func(t *testing.T) string) {
 	for _, tc := range []struct {
 		name   string
 		tamper func(t *testing.T, base, dir, sst string)
@@ -218,7 +224,8 @@ func TestAuditWatchCatchesChangesWhileOpen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			base, dir, _, w := openWatched(t)
+			base := newBase(t)
+			dir, _, w := openWatchedIn(t, base)
 			// Every case starts from an audit that the path's watch
 			// decided alone.
 			requireQuiet(t, w, dir)
@@ -541,33 +548,29 @@ func TestStoreAuditUsesTheWatch(t *testing.T) {
 // TestWatchOnlyOnLocalFilesystems: the watch is trusted on local
 // filesystems only; on a network or FUSE filesystem a change made by
 // another host raises no inotify event, so every audit stays full there.
-// A directory above the archive directory may also be on an overlayfs (a
-// container's root filesystem), where the path is watched too.
+// Overlayfs, a container's root filesystem, is trusted
+// (TestAuditWatchOnOverlay).
 func TestWatchOnlyOnLocalFilesystems(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		magic int64
-		ok    bool // the store's own directories are watched (watchable)
-		path  bool // a directory above them is watched (pathWatchable)
+		ok    bool
 	}{
-		{"ext4", unix.EXT4_SUPER_MAGIC, true, true},
-		{"xfs", unix.XFS_SUPER_MAGIC, true, true},
-		{"btrfs", unix.BTRFS_SUPER_MAGIC, true, true},
-		{"tmpfs", unix.TMPFS_MAGIC, true, true},
-		{"zfs", 0x2fc12fc1, true, true},
-		{"nfs", unix.NFS_SUPER_MAGIC, false, false},
-		{"cifs", unix.CIFS_SUPER_MAGIC, false, false},
-		{"smb2", unix.SMB2_SUPER_MAGIC, false, false},
-		{"fuse", unix.FUSE_SUPER_MAGIC, false, false},
-		{"ceph", unix.CEPH_SUPER_MAGIC, false, false},
-		{"9p", unix.V9FS_MAGIC, false, false},
-		{"overlayfs", unix.OVERLAYFS_SUPER_MAGIC, false, true},
+		{"ext4", unix.EXT4_SUPER_MAGIC, true},
+		{"xfs", unix.XFS_SUPER_MAGIC, true},
+		{"btrfs", unix.BTRFS_SUPER_MAGIC, true},
+		{"tmpfs", unix.TMPFS_MAGIC, true},
+		{"zfs", 0x2fc12fc1, true},
+		{"overlayfs", unix.OVERLAYFS_SUPER_MAGIC, true},
+		{"nfs", unix.NFS_SUPER_MAGIC, false},
+		{"cifs", unix.CIFS_SUPER_MAGIC, false},
+		{"smb2", unix.SMB2_SUPER_MAGIC, false},
+		{"fuse", unix.FUSE_SUPER_MAGIC, false},
+		{"ceph", unix.CEPH_SUPER_MAGIC, false},
+		{"9p", unix.V9FS_MAGIC, false},
 	} {
 		if got := watchable(c.magic); got != c.ok {
 			t.Errorf("%s: watchable = %v, want %v", c.name, got, c.ok)
-		}
-		if got := pathWatchable(c.magic); got != c.path {
-			t.Errorf("%s: pathWatchable = %v, want %v", c.name, got, c.path)
 		}
 	}
 }

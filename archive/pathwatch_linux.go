@@ -83,7 +83,7 @@ func (w *auditWatch) quickAudit(dir string) bool {
 // the watch is not trusted on, a mount table that cannot be opened, or a
 // watch that cannot be added (the watch limit, a directory watched twice)
 // leaves the path unwatched until the next arm: audits then open the path
-// as before. Which filesystems are trusted: pathWatchable.
+// as before.
 func (w *auditWatch) armPath(dir string) {
 	w.unwatchPath()
 	if w.pathBroken || w.fd < 0 || w.archWd < 0 {
@@ -125,7 +125,7 @@ func (w *auditWatch) walkPath(comps []string) (ok, broken bool) {
 		if err := unix.Fstatfs(fd, &fs); err != nil {
 			return false, false
 		}
-		if !pathWatchable(fs.Type) {
+		if !watchable(fs.Type) {
 			return false, true
 		}
 		wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(fd), pathWatchMask)
@@ -223,39 +223,19 @@ func (w *auditWatch) pathQuiet(dir string) bool {
 	return w.fd >= 0 && !w.moved
 }
 
-// pathWatchable reports whether the path's watch (armPath) trusts a
-// directory above the archive directory on a filesystem of type fsType:
-// those watchable trusts, and overlayfs, the root filesystem of most
-// containers. On overlayfs a change made through the overlay raises its
-// event on the overlay's own directory, the one watched; a change made to
-// its lower or upper layer directly raises none, but such a change while
-// the overlay is mounted is not allowed (the kernel's overlayfs
-// documentation: "the behavior of the overlay is undefined"), and only the
-// host's administrator, outside the container, can make one. The archive
-// and store directories themselves, whose watches see the store's files,
-// are trusted on watchable's filesystems only: a store in a container's
-// writable layer is audited in full.
-func pathWatchable(fsType int64) bool {
-	return watchable(fsType) || uint32(fsType) == unix.OVERLAYFS_SUPER_MAGIC
-}
-
-// PathWatchable reports whether the absolute path dir, an archive
-// directory, can be watched instead of opened by each audit (armPath): dir
-// is on a filesystem the custody audit's watch trusts (watchable), and every
-// directory above it on one the path's watch trusts (pathWatchable).
+// PathWatchable reports whether every directory on the absolute path dir is
+// on a filesystem the custody audit's watch trusts (see watchable), so that
+// the path can be watched instead of opened by each audit (armPath).
 func PathWatchable(dir string) bool {
-	d := filepath.Clean(dir)
-	var fs unix.Statfs_t
-	if unix.Statfs(d, &fs) != nil || !watchable(fs.Type) {
-		return false
-	}
-	for d != "/" {
-		d = filepath.Dir(d)
-		if unix.Statfs(d, &fs) != nil || !pathWatchable(fs.Type) {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		var fs unix.Statfs_t
+		if unix.Statfs(d, &fs) != nil || !watchable(fs.Type) {
 			return false
 		}
+		if d == "/" {
+			return true
+		}
 	}
-	return true
 }
 
 // holds reports whether the store directory at dir is, right now, the

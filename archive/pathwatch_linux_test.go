@@ -212,85 +212,71 @@ func TestAuditWatchPathMounts(t *testing.T) {
 	})
 }
 
-// TestAuditWatchPathThroughOverlay: a path through an overlayfs, the root
-// filesystem of most containers, is watched like one through a local
-// filesystem. Audits without a change on it are decided by the watch, and a
-// directory on it replaced through the overlay is found. The replaced
-// directory was made in the overlay's upper layer; its parent was in the
-// lower layer only when it was watched, and is copied up by the change.
-// The store itself is on a tmpfs mounted in the overlay: the archive and
-// store directories are trusted on local filesystems only (pathWatchable).
-func TestAuditWatchPathThroughOverlay(t *testing.T) {
+// overlayBase returns a directory made through an overlay (the root
+// filesystem of most containers) mounted for the test, below a directory
+// that was in the overlay's lower layer only (making the new directory
+// copied it up). It skips the test where no overlay can be mounted (not
+// root; an upper layer that is itself on an overlay).
+func overlayBase(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("mounting an overlay and a tmpfs needs root")
+		t.Skip("mounting an overlay needs root")
 	}
-	// overlay returns base, a directory made through an overlay mounted
-	// in a new directory, below a directory of its lower layer only, with
-	// a tmpfs mounted at base/mnt.
-	overlay := func(t *testing.T) (base string) {
-		t.Helper()
-		root := t.TempDir()
-		lower, upper, work, merged := filepath.Join(root, "lower"), filepath.Join(root, "upper"),
-			filepath.Join(root, "work"), filepath.Join(root, "merged")
-		for _, d := range []string{lower, filepath.Join(lower, "image"), upper, work, merged} {
-			mkdir(t, d)
-		}
-		opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
-		if err := unix.Mount("riffdb-test", merged, "overlay", 0, opts); err != nil {
-			t.Skipf("cannot mount an overlay: %v", err)
-		}
-		t.Cleanup(func() { _ = unix.Unmount(merged, unix.MNT_DETACH) })
-		base = filepath.Join(merged, "image", "data")
-		mkdir(t, base)
-		mnt := filepath.Join(base, "mnt")
-		mkdir(t, mnt)
-		if err := unix.Mount("riffdb-test", mnt, "tmpfs", 0, "mode=0700"); err != nil {
-			t.Skipf("cannot mount a tmpfs: %v", err)
-		}
-		// Detached before the overlay (cleanups run last first), from
-		// wherever the test moved it.
-		t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH); _ = unix.Unmount(base+"-moved/mnt", unix.MNT_DETACH) })
-		return base
+	root := t.TempDir()
+	lower, upper, work, merged := filepath.Join(root, "lower"), filepath.Join(root, "upper"),
+		filepath.Join(root, "work"), filepath.Join(root, "merged")
+	for _, d := range []string{lower, filepath.Join(lower, "image"), upper, work, merged} {
+		mkdir(t, d)
 	}
+	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
+	if err := unix.Mount("riffdb-test", merged, "overlay", 0, opts); err != nil {
+		t.Skipf("cannot mount an overlay over %s: %v", root, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(merged, unix.MNT_DETACH) })
+	base := filepath.Join(merged, "image", "data")
+	mkdir(t, base)
+	return base
+}
+
+// TestAuditWatchOnOverlay: a store on an overlayfs, a container's root
+// filesystem, is watched as on a local filesystem: audits without a change
+// are decided by the path's watch, entries made beside the path (in a
+// directory copied up from the lower layer by the change) do not change
+// that, and every change of TestAuditWatchCatchesChangesWhileOpen, made
+// through the overlay, is found.
+func TestAuditWatchOnOverlay(t *testing.T) {
 	t.Run("quiet", func(t *testing.T) {
-		base := overlay(t)
-		dir, _, w := openWatchedIn(t, filepath.Join(base, "mnt"))
-		if !PathWatchable(dir) {
-			t.Fatal("PathWatchable is false for an archive directory on a tmpfs below an overlay")
+		base := overlayBase(t)
+		if !PathWatchable(base) {
+			t.Fatal("the custody audit's watch does not trust an overlay")
 		}
+		dir, _, w := openWatchedIn(t, base)
 		if _, err := w.audit(dir); err != nil {
 			t.Fatal(err)
 		}
 		w.mu.Lock()
-		broken := w.pathBroken
+		broken, watched := w.pathBroken, w.broken
 		w.mu.Unlock()
-		if broken {
-			t.Fatal("the path through an overlay is not watched")
+		if broken || watched {
+			t.Fatalf("on an overlay: the path's watch broken %v, the store's %v", broken, watched)
 		}
 		requireQuiet(t, w, dir)
 		writeFile(t, filepath.Join(base, "beside"), 0o600)
 		writeFile(t, filepath.Join(filepath.Dir(base), "beside"), 0o600)
-		before := w.quietAudits()
+		before, full := w.quietAudits(), w.fullAudits()
 		for range 20 {
 			if exists, err := w.audit(dir); err != nil || !exists {
 				t.Fatalf("audit = %v, %v", exists, err)
 			}
 		}
 		if n := w.quietAudits() - before; n < 10 {
-			t.Fatalf("%d of 20 audits without a change on a path through an overlay were decided by its watch", n)
+			t.Fatalf("%d of 20 audits without a change on an overlay were decided by the path's watch", n)
+		}
+		if n := w.fullAudits() - full; n != 0 {
+			t.Fatalf("%d of 20 audits without a change on an overlay listed the store", n)
 		}
 	})
-	t.Run("a directory on the path replaced by a symbolic link", func(t *testing.T) {
-		base := overlay(t)
-		dir, _, w := openWatchedIn(t, filepath.Join(base, "mnt"))
-		requireQuiet(t, w, dir)
-		if err := os.Rename(base, base+"-moved"); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(base+"-moved", base); err != nil {
-			t.Fatal(err)
-		}
-		_, err := w.audit(dir)
-		requireCustody(t, err, base, "symbolic link")
+	t.Run("changes", func(t *testing.T) {
+		catchesChangesWhileOpen(t, overlayBase)
 	})
 }
