@@ -467,7 +467,8 @@ func auditOpen(fs vfs.FS, dir string) (storeExists bool, err error) {
 // event on the overlay's own inode, the watched one; a change made to a
 // layer directly raises none, but the kernel does not allow one while the
 // overlay is mounted (its documentation: "the behavior of the overlay is
-// undefined"), and only the host's administrator can make it.
+// undefined"), and only someone who can reach the layers on the host can
+// make it (its administrator, or a rootless container's own user).
 func watchable(fsType int64) bool {
 	switch uint32(fsType) {
 	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
