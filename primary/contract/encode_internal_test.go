@@ -77,17 +77,12 @@ func TestEncodeIsEncodingJSON(t *testing.T) {
 		}
 	}
 	for _, s := range encodeStrings {
-		values := make([]value, len(p.Fields))
-		for i, f := range p.Fields {
-			switch f.Type {
-			case TypeString, TypeBytes:
-				values[i] = value{present: true, str: s}
-			case TypeInt:
-				values[i] = value{present: i%2 == 0, num: -9223372036854775808}
-			case TypeBool:
-				values[i] = value{present: true, boolean: i%2 == 0}
+		values := valuesOf(p, s, func(i int, f Field) value {
+			if f.Type == TypeInt {
+				return value{present: i%2 == 0, num: -9223372036854775808}
 			}
-		}
+			return value{present: true, boolean: i%2 == 0}
+		})
 		checkEncode(t, p, values)
 		values[0].present = false
 		checkEncode(t, p, values)
@@ -100,19 +95,27 @@ func FuzzEncodeIsEncodingJSON(f *testing.F) {
 	}
 	p := fastPlan(f)
 	f.Fuzz(func(t *testing.T, s string, n int64, b bool) {
-		values := make([]value, len(p.Fields))
-		for i, fl := range p.Fields {
-			switch fl.Type {
-			case TypeString, TypeBytes:
-				values[i] = value{present: true, str: s}
-			case TypeInt:
-				values[i] = value{present: true, num: n}
-			case TypeBool:
-				values[i] = value{present: b, boolean: b}
+		checkEncode(t, p, valuesOf(p, s, func(_ int, fl Field) value {
+			if fl.Type == TypeInt {
+				return value{present: true, num: n}
 			}
-		}
-		checkEncode(t, p, values)
+			return value{present: b, boolean: b}
+		}))
 	})
+}
+
+// valuesOf returns a value for each of p's fields: s in every string and
+// bytes field, other's value in every int and bool field.
+func valuesOf(p *Plan, s string, other func(i int, f Field) value) []value {
+	values := make([]value, len(p.Fields))
+	for i, f := range p.Fields {
+		if f.Type == TypeString || f.Type == TypeBytes {
+			values[i] = value{present: true, str: s}
+		} else {
+			values[i] = other(i, f)
+		}
+	}
+	return values
 }
 
 // TestCanonicalAllocations holds the canonical form of an ordinary input
