@@ -11,7 +11,15 @@ import (
 // traceContextHeaders are the W3C headers through which a request joins a
 // trace (traceparent, tracestate) or carries caller-chosen context
 // (baggage).
-var traceContextHeaders = [...]string{"Traceparent", "Tracestate", "Baggage"}
+var traceContextHeaders = [...]string{headerTraceparent, headerTracestate, headerBaggage}
+
+// The W3C trace context headers' canonical names, as net/http keeps a
+// request's headers.
+const (
+	headerTraceparent = "Traceparent"
+	headerTracestate  = "Tracestate"
+	headerBaggage     = "Baggage"
+)
 
 // traceContextGate drops the W3C trace context headers from every request
 // except an authenticated command, before next (httpTelemetry)
