@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,36 @@ func TestHTTPMetricSetsStayBounded(t *testing.T) {
 	h.mu.RUnlock()
 	if n != 1 {
 		t.Fatalf("%d attribute sets cached for 200 unknown methods, want 1", n)
+	}
+}
+
+// TestHTTPTelemetrySpanTimesAreTheMeasuredOnes: with a tracer provider that
+// records, the server span starts and ends at the times the request's
+// duration was measured between (one clock read each), so the span's length
+// is the duration the http.server.request.duration histogram records.
+func TestHTTPTelemetrySpanTimesAreTheMeasuredOnes(t *testing.T) {
+	tel, rec := parityTelemetry(t)
+	h, err := newHTTPTelemetry(tel, otel.GetTextMapPropagator(), spanName, parityMux())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	metrics := httptest.NewRecorder()
+	tel.MetricsHandler.ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	var sum string
+	for line := range strings.SplitSeq(metrics.Body.String(), "\n") {
+		if strings.HasPrefix(line, "http_server_request_duration_seconds_sum{") {
+			sum = line[strings.LastIndexByte(line, ' ')+1:]
+		}
+	}
+	if sum == "" {
+		t.Fatalf("no http_server_request_duration_seconds_sum in\n%s", metrics.Body)
+	}
+	if got := strconv.FormatFloat(spans[0].EndTime().Sub(spans[0].StartTime()).Seconds(), 'g', -1, 64); got != sum {
+		t.Fatalf("the span lasts %s s, the recorded duration is %s s", got, sum)
 	}
 }

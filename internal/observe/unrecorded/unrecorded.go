@@ -47,6 +47,15 @@ type provider struct {
 	tracer *tracer
 }
 
+// Records reports whether a span of tp may record anything: false for a
+// provider of this package, true for any other. Instrumentation that would
+// pass what only a recorded span keeps (a start or end timestamp) can leave
+// it out when false: an option given to Start or End is an allocation.
+func Records(tp trace.TracerProvider) bool {
+	_, unrecorded := tp.(*provider)
+	return !unrecorded
+}
+
 // Tracer returns the provider's one tracer: with nothing recorded, the
 // instrumentation scope is never read.
 func (p *provider) Tracer(string, ...trace.TracerOption) trace.Tracer { return p.tracer }

@@ -163,3 +163,16 @@ func TestSpansRecordNothing(t *testing.T) {
 		t.Fatal("the child reuses its parent's span id")
 	}
 }
+
+// TestRecords: this package's provider says its spans cannot record; the
+// SDK's says they may.
+func TestRecords(t *testing.T) {
+	if unrecorded.Records(unrecorded.NewTracerProvider(telemetry.Sampler(1, false))) {
+		t.Error("Records is true for a provider that records nothing")
+	}
+	sdk := sdktrace.NewTracerProvider()
+	defer func() { _ = sdk.Shutdown(context.Background()) }()
+	if !unrecorded.Records(sdk) {
+		t.Error("Records is false for the SDK's provider")
+	}
+}
