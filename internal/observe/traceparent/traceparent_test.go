@@ -25,6 +25,8 @@ func TestSameAsMapCarrier(t *testing.T) {
 		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid}),
 		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts}),
 		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid}), // no span id: not valid
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled | trace.FlagsRandom}),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: 0xff}), // flags the spec does not define are dropped
 	} {
 		ctx := trace.ContextWithSpanContext(context.Background(), sc)
 		want := propagation.MapCarrier{}
