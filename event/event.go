@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -196,8 +197,11 @@ func (s Stored) EncodedLen() int { return 1 + IDLen + 1 + len(s.Type) + 4 + len(
 
 // Encode returns the exact bytes of the stored event:
 // version(1) ‖ id(12) ‖ typeLen(1) ‖ type ‖ payloadLen(4) ‖ payload ‖ hash(32).
-func (s Stored) Encode() []byte {
-	b := make([]byte, 0, s.EncodedLen())
+func (s Stored) Encode() []byte { return s.AppendEncoding(make([]byte, 0, s.EncodedLen())) }
+
+// AppendEncoding appends Encode's bytes to b.
+func (s Stored) AppendEncoding(b []byte) []byte {
+	b = slices.Grow(b, s.EncodedLen())
 	b = append(b, storedVersion)
 	b = s.ID.AppendBinary(b)
 	b = append(b, byte(len(s.Type)))

@@ -139,3 +139,20 @@ func TestIDString(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendEncoding: AppendEncoding appends Encode's bytes after what the
+// buffer holds, and reuses its space when there is room.
+func TestAppendEncoding(t *testing.T) {
+	s, err := event.NewStored(event.ID{Seq: 7, Pos: 1}, "order.placed", []byte(`{"order_id":"o-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := append(make([]byte, 0, 256), "prefix"...)
+	got := s.AppendEncoding(buf)
+	if want := append([]byte("prefix"), s.Encode()...); !bytes.Equal(got, want) {
+		t.Fatalf("AppendEncoding = %x, want %x", got, want)
+	}
+	if &got[0] != &buf[0] {
+		t.Fatal("AppendEncoding did not reuse the buffer's room")
+	}
+}

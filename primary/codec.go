@@ -314,8 +314,11 @@ type historyRecord struct {
 
 // encodeHistory: version(1) ‖ seq(8) ‖ committedAt(8) ‖ cum(8) ‖ planLen(2) ‖
 // plan ‖ keyLen(2) ‖ key ‖ inputHash(32) ‖ events(4).
-func encodeHistory(h historyRecord) []byte {
-	b := make([]byte, 0, historyLen(h))
+func encodeHistory(h historyRecord) []byte { return appendHistory(make([]byte, 0, historyLen(h)), h) }
+
+// appendHistory appends encodeHistory's encoding of h to b.
+func appendHistory(b []byte, h historyRecord) []byte {
+	b = slices.Grow(b, historyLen(h))
 	b = append(b, historyVersion)
 	b = binary.BigEndian.AppendUint64(b, h.Seq)
 	b = appendTime(b, h.CommittedAt)
@@ -366,8 +369,11 @@ type idemRecord struct {
 	InputHash [32]byte
 }
 
-func encodeIdem(r idemRecord) []byte {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 44), r.Seq)
+func encodeIdem(r idemRecord) []byte { return appendIdem(make([]byte, 0, 44), r) }
+
+// appendIdem appends encodeIdem's encoding of r to b.
+func appendIdem(b []byte, r idemRecord) []byte {
+	b = binary.BigEndian.AppendUint64(b, r.Seq)
 	b = binary.BigEndian.AppendUint32(b, r.Events)
 	return append(b, r.InputHash[:]...)
 }

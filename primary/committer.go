@@ -223,9 +223,11 @@ func (db *DB) applyGroup(group []*commitReq) (syncJob, error) {
 		count = db.durableCount
 		keys  map[string]idemRecord // keys committed earlier in this group
 	)
-	for _, r := range group {
+	for i, r := range group {
+		var ik []byte // the idempotency record's key, made once for the lookup and the write
 		if r.key != "" {
-			rec, found, err := db.lookupIdem(r.key, keys)
+			ik = idemKey(r.key)
+			rec, found, err := db.lookupIdem(r.key, ik, keys)
 			if err != nil {
 				r.err = err
 				continue
@@ -250,27 +252,33 @@ func (db *DB) applyGroup(group []*commitReq) (syncJob, error) {
 			// Drafts were checked against the event limits before
 			// submission (checkDrafts), so NewStored cannot fail here.
 			st, _ := event.NewStored(id, d.Type, d.Payload)
-			enc := st.Encode()
+			db.enc = st.AppendEncoding(db.enc[:0])
+			encLen := len(db.enc)
 			ek := eventKey(id)
-			_ = b.Set(ek, enc, nil)
-			size += uint64(len(ek) + len(enc))
-			_ = b.Set(intentKey(id), encodeIntent(Intent{
-				Event: id, State: IntentPending, CommittedAt: now, TraceParent: r.tp, EncodedLen: len(enc),
-			}), nil)
+			_ = b.Set(ek, db.enc, nil)
+			size += uint64(len(ek) + encLen)
+			db.enc = appendIntent(db.enc[:0], Intent{
+				Event: id, State: IntentPending, CommittedAt: now, TraceParent: r.tp, EncodedLen: encLen,
+			})
+			_ = b.Set(intentKey(id), db.enc, nil)
 		}
 		h := historyRecord{Seq: seq, CommittedAt: now, PlanID: r.plan.ID, IdemKey: r.key, InputHash: r.hash, Events: n}
 		hk := historyKey(seq)
 		size += uint64(len(hk) + historyLen(h))
 		cum += size
 		h.Cum = cum
-		_ = b.Set(hk, encodeHistory(h), nil)
+		db.enc = appendHistory(db.enc[:0], h)
+		_ = b.Set(hk, db.enc, nil)
 		if r.key != "" {
 			rec := idemRecord{Seq: seq, Events: n, InputHash: r.hash}
-			_ = b.Set(idemKey(r.key), encodeIdem(rec), nil)
-			if keys == nil {
-				keys = make(map[string]idemRecord)
+			db.enc = appendIdem(db.enc[:0], rec)
+			_ = b.Set(ik, db.enc, nil)
+			if i < len(group)-1 { // only later members of the group look here
+				if keys == nil {
+					keys = make(map[string]idemRecord)
+				}
+				keys[r.key] = rec
 			}
-			keys[r.key] = rec
 		}
 		count += uint64(n)
 		r.c = Commit{Seq: seq, Events: eventIDs(seq, n)}
@@ -297,12 +305,12 @@ func (db *DB) applyGroup(group []*commitReq) (syncJob, error) {
 }
 
 // lookupIdem finds an idempotency key among the group's earlier commits or
-// in the store.
-func (db *DB) lookupIdem(key string, group map[string]idemRecord) (idemRecord, bool, error) {
+// in the store (under ik, its record's key).
+func (db *DB) lookupIdem(key string, ik []byte, group map[string]idemRecord) (idemRecord, bool, error) {
 	if rec, ok := group[key]; ok {
 		return rec, true, nil
 	}
-	v, err := db.get(idemKey(key))
+	v, err := db.get(ik)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		return idemRecord{}, false, nil

@@ -144,6 +144,9 @@ type DB struct {
 	lastCum      uint64       // cumulative history bytes through last
 	durableCount uint64       // value of the durable count key as last applied
 	delivered    DeliveryMark // the delivery mark as last applied
+	// enc is applyGroup's buffer for the values it encodes: a batch's Set
+	// copies them, so one buffer serves every value of every group.
+	enc []byte
 	// openedLast is the last commit sequence found by Open.
 	openedLast uint64
 	// lastApplied and cumulativeBytes are last and lastCum, readable

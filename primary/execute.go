@@ -67,7 +67,10 @@ func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage
 	if errors.Is(err, ErrUnknownCommand) {
 		label = "_unknown" // a caller's typo must not mint a new series
 	}
-	db.tel.duration.Record(context.WithoutCancel(ctx), db.clock().Sub(start).Seconds(), db.durationOption(label, result))
+	// ctx itself, not context.WithoutCancel's copy: the SDK reads no
+	// context's end, and every value looked up through that copy (the
+	// exemplar filter's span) boxes it anew, an allocation each.
+	db.tel.duration.Record(ctx, db.clock().Sub(start).Seconds(), db.durationOption(label, result))
 	return c, err
 }
 
