@@ -155,7 +155,7 @@ func (db *DB) runCommitter() {
 			returned = true
 			return
 		}
-		db.tel.groupSize.Record(context.Background(), int64(len(group)), db.tel.groupAttrs)
+		db.tel.groupSize.Record(context.Background(), int64(len(group)), db.tel.groupAttrs...)
 		db.syncQ <- job
 	}
 }

@@ -70,7 +70,7 @@ func (db *DB) Execute(ctx context.Context, command string, input json.RawMessage
 	// ctx itself, not context.WithoutCancel's copy: the SDK reads no
 	// context's end, and every value looked up through that copy (the
 	// exemplar filter's span) boxes it anew, an allocation each.
-	db.tel.duration.Record(ctx, db.clock().Sub(start).Seconds(), db.durationOption(label, result))
+	db.tel.duration.Record(ctx, db.clock().Sub(start).Seconds(), db.durationOptions(label, result)...)
 	return c, err
 }
 

@@ -68,8 +68,9 @@ func TestRunAllocations(t *testing.T) {
 // twice and the group's map of keys made for a group of one (2), the
 // traceparent through the propagator's Inject (1), and the event, intent
 // and history values encoded each into a new slice, which the batch then
-// copies (3). It makes 18 since.
-const executeAllocs = 18
+// copies (3), and the duration's and the group size's attribute options
+// passed as new one-element slices (2). It makes 16 since.
+const executeAllocs = 16
 
 // TestExecuteAllocations: one command, with the server's default telemetry
 // (every span sampled, none recorded, the duration histogram keeping

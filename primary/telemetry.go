@@ -21,13 +21,15 @@ type telemetry struct {
 	duration metric.Float64Histogram
 	// durationAttrs holds the histogram's attribute set per (command label,
 	// result), built once at Open: building a set sorts and hashes its
-	// attributes, which is measurable on the commit path.
-	durationAttrs map[[2]string]metric.MeasurementOption
+	// attributes, which is measurable on the commit path. Each is kept as
+	// the one-element slice Record takes, so that passing it allocates
+	// nothing.
+	durationAttrs map[[2]string][]metric.RecordOption
 	// groupSize is riffdb.commit.group.size: the commits of each group the
 	// committer writes as one batch (see committer.go); groupAttrs is its
-	// attribute set (the database alias).
+	// attribute set (the database alias), as the slice Record takes.
 	groupSize  metric.Int64Histogram
-	groupAttrs metric.MeasurementOption
+	groupAttrs []metric.RecordOption
 }
 
 // groupSizeBuckets are the boundaries of riffdb.commit.group.size: powers of
@@ -38,30 +40,30 @@ var groupSizeBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
 var results = []string{"committed", "replayed", "unknown_command", "invalid_input",
 	"idempotency_conflict", "failed", "closed", "canceled", "error"}
 
-// durationOption returns the attribute option of one command duration
+// durationOptions returns the attribute options of one command duration
 // measurement.
-func (db *DB) durationOption(label, result string) metric.MeasurementOption {
+func (db *DB) durationOptions(label, result string) []metric.RecordOption {
 	if o, ok := db.tel.durationAttrs[[2]string{label, result}]; ok {
 		return o
 	}
-	return metric.WithAttributes(
+	return []metric.RecordOption{metric.WithAttributes(
 		attrkey.Database.String(db.alias),
 		attrkey.Command.String(label),
 		attribute.String("result", result),
-	)
+	)}
 }
 
 // prepareDurationAttrs builds the attribute sets of every known command
 // label and result. The map is read-only afterwards.
 func (db *DB) prepareDurationAttrs(commands []string) {
-	db.tel.durationAttrs = make(map[[2]string]metric.MeasurementOption, (len(commands)+1)*len(results))
+	db.tel.durationAttrs = make(map[[2]string][]metric.RecordOption, (len(commands)+1)*len(results))
 	for _, c := range append(commands, "_unknown") {
 		for _, r := range results {
-			db.tel.durationAttrs[[2]string{c, r}] = metric.WithAttributeSet(attribute.NewSet(
+			db.tel.durationAttrs[[2]string{c, r}] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(
 				attrkey.Database.String(db.alias),
 				attrkey.Command.String(c),
 				attribute.String("result", r),
-			))
+			))}
 		}
 	}
 }
@@ -82,7 +84,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, alias string
 		return telemetry{}, fmt.Errorf("primary: create commit group histogram: %w", err)
 	}
 	return telemetry{tracer: tp.Tracer(instrumentationName), duration: d, groupSize: g,
-		groupAttrs: metric.WithAttributeSet(attribute.NewSet(attrkey.Database.String(alias)))}, nil
+		groupAttrs: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrkey.Database.String(alias)))}}, nil
 }
 
 // traceParent returns the W3C traceparent of the span in ctx, or "".
