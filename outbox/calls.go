@@ -46,14 +46,13 @@ func (w *Worker) claim(ctx context.Context, run []primary.Intent, lease time.Tim
 	}
 	start := time.Now()
 	claimed, err := w.src.Claim(ctx, run, lease)
-	attrs := []attribute.KeyValue{in.db}
+	set := in.dbRecord
 	if err != nil {
-		attrs = append(attrs, attrErrType.String("claim_failed"))
+		set = in.claimFailed
 	}
-	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	in.claimDur.Record(ctx, time.Since(start).Seconds(), set)
+	in.claimDur.Record(ctx, time.Since(start).Seconds(), set...)
 	if err == nil {
-		in.claimSize.Record(ctx, int64(len(claimed)), set)
+		in.claimSize.Record(ctx, int64(len(claimed)), set...)
 	}
 	endSpan(span, err, "claim_failed")
 	return ctx, claimed, err
@@ -65,7 +64,7 @@ func (w *Worker) renew(ctx context.Context, m primary.Intent, lease time.Time) (
 		trace.WithAttributes(in.db, AttrEvent.String(m.Event.String()), AttrAttempt.Int(int(m.Attempts))))
 	start := time.Now()
 	out, err := w.src.Renew(ctx, m, lease)
-	in.renewDur.Record(ctx, time.Since(start).Seconds(), in.dbSet)
+	in.renewDur.Record(ctx, time.Since(start).Seconds(), in.dbRecord...)
 	endSpan(span, err, "renew_failed")
 	return out, err
 }
@@ -100,10 +99,13 @@ func (w *Worker) complete(ctx context.Context, group []primary.Intent, reason st
 	}
 	start := time.Now()
 	err := w.src.CompleteDeferred(ctx, group)
-	set := metric.WithAttributeSet(attribute.NewSet(in.db, AttrReason.String(reason)))
-	in.flushDur.Record(ctx, time.Since(start).Seconds(), set)
+	set, ok := in.flushRecord[reason]
+	if !ok {
+		set = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(in.db, AttrReason.String(reason)))}
+	}
+	in.flushDur.Record(ctx, time.Since(start).Seconds(), set...)
 	if err == nil {
-		in.flushSize.Record(ctx, int64(len(group)), set)
+		in.flushSize.Record(ctx, int64(len(group)), set...)
 	}
 	endSpan(span, err, "complete_failed")
 	return err

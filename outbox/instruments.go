@@ -61,6 +61,11 @@ type instruments struct {
 	// alone would make a one-element slice of it per call (per event for
 	// the delivery lag).
 	dbRecord []metric.RecordOption
+	// claimFailed and flushRecord are the attribute sets of the claim's
+	// failures and of each completion flush reason, as the slices Record
+	// takes, built once instead of per claim and per flush.
+	claimFailed []metric.RecordOption
+	flushRecord map[string][]metric.RecordOption
 }
 
 func newInstruments(opts Options, health func() Health) (*instruments, error) {
@@ -75,6 +80,11 @@ func newInstruments(opts Options, health func() Health) (*instruments, error) {
 	in := &instruments{tracer: tp.Tracer(ScopeName), db: AttrDatabase.String(opts.Alias)}
 	in.dbSet = metric.WithAttributeSet(attribute.NewSet(in.db))
 	in.dbRecord = []metric.RecordOption{in.dbSet}
+	in.claimFailed = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(in.db, attrErrType.String("claim_failed")))}
+	in.flushRecord = make(map[string][]metric.RecordOption, 3)
+	for _, r := range []string{flushBound, flushPageEnd, flushFailure} {
+		in.flushRecord[r] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(in.db, AttrReason.String(r)))}
+	}
 	var err error
 	if in.claimDur, err = m.Float64Histogram("riffdb.outbox.claim.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of one claim transaction on the primary.")); err != nil {
