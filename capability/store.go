@@ -52,7 +52,7 @@ type Store struct {
 	now     func() time.Time
 	every   time.Duration
 	compare func(a, b []byte) bool // hmac.Equal; tests observe it
-	macs    sync.Pool              // HMAC states of key, for mac
+	macs    sync.Pool              // *macState of key, for mac and Authenticate
 
 	// anchor keeps the generation outside the directory (nil: none); see
 	// anchor.go. It is set once Open has checked the store against it.
@@ -418,7 +418,9 @@ func (s *Store) Authenticate(token string) (Capability, error) {
 	if n, err := base64.RawURLEncoding.Strict().Decode(raw[:], []byte(rest)); err != nil || n != tokenBytes {
 		return Capability{}, fmt.Errorf("%w: malformed token", ErrUnauthenticated)
 	}
-	mac := s.mac(token)
+	st := s.macState()
+	defer s.macs.Put(st)
+	mac := st.sum(token)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.refresh(false); err != nil {
@@ -444,21 +446,40 @@ func (s *Store) Authenticate(token string) (Capability, error) {
 	return s.records[match].capability(), nil
 }
 
-// mac returns the keyed hash of token. It reuses the HMAC states kept in
-// s.macs: making one hashes the key into both pads (two SHA-256 blocks)
-// and allocated ten objects, on the path of every authenticated request.
-// The key is set once, while Open initializes the store, before any call.
+// mac returns the keyed hash of token, in a slice of its own.
 func (s *Store) mac(token string) []byte {
-	h, _ := s.macs.Get().(hash.Hash)
-	if h == nil {
-		h = hmac.New(sha256.New, s.key)
-	} else {
-		h.Reset()
+	st := s.macState()
+	defer s.macs.Put(st)
+	return bytes.Clone(st.sum(token))
+}
+
+// macState is an HMAC state of the store's key with the buffers it hashes
+// from and sums into, kept in s.macs: making a state hashes the key into
+// both pads (two SHA-256 blocks) and allocated ten objects, and hashing
+// the token through a new []byte of it and summing into a new slice two
+// more, on the path of every authenticated request. The key is set once,
+// while Open initializes the store, before any call.
+type macState struct {
+	h   hash.Hash
+	in  []byte // the token's bytes
+	out []byte // the sum; HMAC appends the inner sum and then the outer one here
+}
+
+func (s *Store) macState() *macState {
+	st, _ := s.macs.Get().(*macState)
+	if st == nil {
+		return &macState{h: hmac.New(sha256.New, s.key), out: make([]byte, 0, 2*sha256.Size)}
 	}
-	h.Write([]byte(token))
-	sum := h.Sum(nil)
-	s.macs.Put(h)
-	return sum
+	st.h.Reset()
+	return st
+}
+
+// sum returns the keyed hash of token, valid until st is used again.
+func (st *macState) sum(token string) []byte {
+	st.in = append(st.in[:0], token...)
+	st.h.Write(st.in)
+	st.out = st.h.Sum(st.out[:0])
+	return st.out
 }
 
 func (r record) capability() Capability {
