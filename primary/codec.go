@@ -260,7 +260,12 @@ func clip(s string, n int) string {
 }
 
 // decodeIntent decodes an intent value for the event id.
-func decodeIntent(id event.ID, v []byte) (Intent, error) {
+func decodeIntent(id event.ID, v []byte) (Intent, error) { return decodeIntentLike(id, v, &Intent{}) }
+
+// decodeIntentLike is decodeIntent for a caller that expects like: a
+// string field whose bytes equal like's is like's string, not a new one (a
+// compare-and-set reads back the state it was given, traceparent and all).
+func decodeIntentLike(id event.ID, v []byte, like *Intent) (Intent, error) {
 	r := reader{b: v}
 	version := r.u8()
 	if version != intentVersion && version != intentVersionExtended {
@@ -273,17 +278,17 @@ func decodeIntent(id event.ID, v []byte) (Intent, error) {
 	in.CommittedAt = readTime(r.u64())
 	n := r.u32()
 	in.EncodedLen = int(n)
-	in.TraceParent = string(r.take(int(r.u8())))
+	in.TraceParent = stringLike(r.take(int(r.u8())), like.TraceParent)
 	rl := int(r.u16())
 	if rl > MaxDeadReasonLen {
 		return Intent{}, fmt.Errorf("%w: intent reason length", ErrCorrupt)
 	}
-	in.DeadReason = string(r.take(rl))
+	in.DeadReason = stringLike(r.take(rl), like.DeadReason)
 	if version == intentVersionExtended {
 		in.Redrives = r.u32()
 		in.LastFailure.At = readTime(r.u64())
-		in.LastFailure.Class = string(r.take(int(r.u8())))
-		in.LastFailure.Reason = string(r.take(int(r.u8())))
+		in.LastFailure.Class = stringLike(r.take(int(r.u8())), like.LastFailure.Class)
+		in.LastFailure.Reason = stringLike(r.take(int(r.u8())), like.LastFailure.Reason)
 		if in.Redrives == 0 && in.LastFailure.At.IsZero() {
 			return Intent{}, fmt.Errorf("%w: intent of version 2 with neither redrives nor a failure", ErrCorrupt)
 		}
@@ -295,6 +300,14 @@ func decodeIntent(id event.ID, v []byte) (Intent, error) {
 		return Intent{}, fmt.Errorf("%w: intent layout", ErrCorrupt)
 	}
 	return in, nil
+}
+
+// stringLike returns s if b holds its bytes, else b as a new string.
+func stringLike(b []byte, s string) string {
+	if string(b) == s {
+		return s
+	}
+	return string(b)
 }
 
 const historyVersion = 1

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -382,5 +383,28 @@ func deliver(t *testing.T, db *DB, members []Intent) {
 	}
 	if err := db.Complete(context.Background(), claimed); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDecodeIntentLike: the intent read back is the stored one whatever
+// the expected state says; only its strings' memory is the expected
+// state's where the bytes are equal.
+func TestDecodeIntentLike(t *testing.T) {
+	id := event.ID{Seq: 3, Pos: 1}
+	stored := Intent{Event: id, State: IntentDelivering, Attempts: 2, TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		DeadReason: "", Redrives: 1, LastFailure: Failure{At: time.Unix(5, 0), Class: "timeout", Reason: "archive slow"}}
+	v := encodeIntent(stored)
+	want, err := decodeIntent(id, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, like := range []Intent{stored, {}, {TraceParent: "other", LastFailure: Failure{Class: "x", Reason: "y"}}} {
+		got, err := decodeIntentLike(id, v, &like)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeIntentLike(like %+v) = %+v, want %+v", like, got, want)
+		}
 	}
 }

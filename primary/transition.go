@@ -326,7 +326,7 @@ func (db *DB) compareLocked(members []Intent, next func(Intent) (Intent, bool), 
 		if err != nil {
 			return nil, nil, fmt.Errorf("primary: read intent: %w", err)
 		}
-		stored, err := decodeIntent(m.Event, v)
+		stored, err := decodeIntentLike(m.Event, v, &m)
 		if err != nil {
 			db.idx.degrade()
 			return nil, nil, err
