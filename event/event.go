@@ -176,13 +176,16 @@ func CheckLimits(typ string, payload []byte) error {
 
 // Hash is the event hash: SHA-256 over the identity, the type (length-prefixed),
 // the payload length and the payload.
-func Hash(id ID, typ string, payload []byte) [32]byte {
+func Hash(id ID, typ string, payload []byte) [32]byte { return hashBytes(id, []byte(typ), payload) }
+
+// hashBytes is Hash of a type given as bytes.
+func hashBytes(id ID, typ, payload []byte) [32]byte {
 	h := sha256.New()
 	var buf [IDLen + 2 + 4]byte
 	b := id.AppendBinary(buf[:0])
 	b = binary.BigEndian.AppendUint16(b, uint16(len(typ)))
 	h.Write(b)
-	h.Write([]byte(typ))
+	h.Write(typ)
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(payload)))
 	h.Write(n[:])
@@ -227,34 +230,44 @@ func DecodeStored(b []byte) (Stored, error) {
 // (the archive's scans and scrub), which would otherwise copy every payload
 // it reads only to drop it.
 func VerifyStored(b []byte) (ID, error) {
-	s, err := viewStored(b)
-	return s.ID, err
+	id, _, _, _, err := parseStored(b)
+	return id, err
 }
 
 // viewStored decodes and verifies b; the payload of the result aliases b.
 func viewStored(b []byte) (Stored, error) {
+	id, typ, payload, hash, err := parseStored(b)
+	if err != nil {
+		return Stored{}, err
+	}
+	return Stored{ID: id, Type: string(typ), Payload: payload, Hash: hash}, nil
+}
+
+// parseStored decodes and verifies b; the type and payload alias b (a
+// verification that only validates makes no string of the type).
+func parseStored(b []byte) (id ID, typ, payload []byte, hash [32]byte, err error) {
 	const fixed = 1 + IDLen + 1 + 4 + 32
 	if len(b) < fixed || b[0] != storedVersion {
-		return Stored{}, fmt.Errorf("%w: stored event header", ErrMalformed)
+		return ID{}, nil, nil, hash, fmt.Errorf("%w: stored event header", ErrMalformed)
 	}
-	id, _ := DecodeID(b[1 : 1+IDLen])
+	id, _ = DecodeID(b[1 : 1+IDLen])
 	p := 1 + IDLen
 	tl := int(b[p])
 	p++
 	if tl == 0 || len(b) < fixed+tl {
-		return Stored{}, fmt.Errorf("%w: stored event type", ErrMalformed)
+		return ID{}, nil, nil, hash, fmt.Errorf("%w: stored event type", ErrMalformed)
 	}
-	typ := string(b[p : p+tl])
+	typ = b[p : p+tl : p+tl]
 	p += tl
 	pl := int(binary.BigEndian.Uint32(b[p:]))
 	p += 4
 	if pl > MaxPayloadLen || len(b) != p+pl+32 {
-		return Stored{}, fmt.Errorf("%w: stored event payload length", ErrMalformed)
+		return ID{}, nil, nil, hash, fmt.Errorf("%w: stored event payload length", ErrMalformed)
 	}
-	s := Stored{ID: id, Type: typ, Payload: b[p : p+pl : p+pl]}
-	copy(s.Hash[:], b[p+pl:])
-	if s.Hash != Hash(id, typ, s.Payload) {
-		return Stored{}, fmt.Errorf("%w: stored event hash mismatch", ErrMalformed)
+	payload = b[p : p+pl : p+pl]
+	copy(hash[:], b[p+pl:])
+	if hash != hashBytes(id, typ, payload) {
+		return ID{}, nil, nil, [32]byte{}, fmt.Errorf("%w: stored event hash mismatch", ErrMalformed)
 	}
-	return s, nil
+	return id, typ, payload, hash, nil
 }
