@@ -410,15 +410,6 @@ func (db *DB) load() error {
 	return nil
 }
 
-func (db *DB) get(k []byte) ([]byte, error) {
-	v, closer, err := db.store.Get(k)
-	if err != nil {
-		return nil, err
-	}
-	out := append([]byte(nil), v...)
-	return out, closer.Close()
-}
-
 // Close waits for in-flight operations and closes the store. It is
 // idempotent; later calls return nil.
 func (db *DB) Close() error {

@@ -58,3 +58,14 @@ func (db *DB) LookupDelivery(ctx context.Context, id event.ID) (Intent, Whereabo
 	}
 	return Intent{}, EventDelivered, context.Cause(ctx)
 }
+
+// get reads the value of key k, a copy of it (pebble.ErrNotFound when
+// there is none).
+func (db *DB) get(k []byte) ([]byte, error) {
+	v, closer, err := db.store.Get(k)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), v...)
+	return out, closer.Close()
+}
