@@ -14,7 +14,7 @@ TESTFLAGS ?= -vet=off -ldflags=-w
 # the race detector has nothing to report; internal/testsupport/boundary's
 # TestRaceSkipRunsNoGoroutines holds every file of them to that.
 RACE_SKIP ?= bench/cmd/benchreport dashboards dashboards/gen dashboards/cmd/gendashboards \
-	event deliverytype internal/hygiene/alias internal/hygiene/pathless internal/hygiene/strictjson \
+	deliverytype internal/hygiene/alias internal/hygiene/pathless internal/hygiene/strictjson \
 	internal/observe/promtext internal/store/pace internal/testsupport/treestate \
 	internal/testsupport/boundary internal/testsupport/securitydoc internal/tools/crosscheck
 RACE_PKGS ?= $(shell $(GO) list $(PKGS) | grep -vxF $(addprefix -e github.com/riffdb/riffdb/,e2e $(RACE_SKIP)))
