@@ -46,7 +46,7 @@ func TestClaimAndFlushMetricAttributes(t *testing.T) {
 			add := func(set attribute.Set, n uint64) {
 				var kv []string
 				for _, a := range set.ToSlice() { // sorted by key
-					kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+					kv = append(kv, string(a.Key)+"="+a.Value.String())
 				}
 				for range n {
 					points = append(points, strings.Join(kv, ","))
