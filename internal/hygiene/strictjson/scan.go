@@ -1,20 +1,31 @@
 package strictjson
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"slices"
+	"unicode/utf8"
+)
 
 type scanner struct {
 	data  []byte
 	pos   int
-	path  []string
 	depth int
 }
 
+// fail returns the error of problem p at s.pos. Its path is filled in as
+// the error returns through the objects it lies in (object): keeping the
+// path while reading would cost allocations on every request's path.
 func (s *scanner) fail(p Problem, inKey bool) *Error {
-	var path []string
-	if len(s.path) > 0 {
-		path = append(path, s.path...)
+	return &Error{InKey: inKey, Problem: p, Offset: s.pos}
+}
+
+// under puts key in front of the path of err, an error of the value read
+// under key, if it is one of this package's.
+func under(key []byte, err error) error {
+	if e, ok := err.(*Error); ok {
+		e.Path = slices.Insert(e.Path, 0, string(key))
 	}
-	return &Error{Path: path, InKey: inKey, Problem: p, Offset: s.pos}
+	return err
 }
 
 func (s *scanner) skipSpace() {
@@ -160,8 +171,9 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 	}
 	// The keys seen so far: most objects hold a few, kept in an array on
 	// the stack instead of a slice grown on the heap (five allocations for
-	// a command's envelope and input, TestMembersAllocations).
-	var buf [8]string
+	// a command's envelope and input, TestMembersAllocations). Each is its
+	// decoded bytes, which alias data unless the key holds an escape.
+	var buf [8][]byte
 	keys := buf[:0]
 	var set map[string]struct{}
 	for {
@@ -175,28 +187,23 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 		}
 		var dup bool
 		if keys, dup = seen(key, keys, &set); dup && !allowDuplicates {
-			s.path = append(s.path, key)
-			e := s.fail(DuplicateKey, false)
-			s.path = s.path[:len(s.path)-1]
-			return e
+			return under(key, s.fail(DuplicateKey, false))
 		}
 		s.skipSpace()
 		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
 			return s.fail(Syntax, false)
 		}
 		s.pos++
-		s.path = append(s.path, key)
 		s.skipSpace()
 		start := s.pos
 		if err := s.value(); err != nil {
-			return err
+			return under(key, err)
 		}
 		if fn != nil {
-			if err := fn(key, s.data[start:s.pos]); err != nil {
+			if err := fn(string(key), s.data[start:s.pos]); err != nil {
 				return err
 			}
 		}
-		s.path = s.path[:len(s.path)-1]
 		s.skipSpace()
 		if s.pos >= len(s.data) {
 			return s.fail(Syntax, false)
@@ -216,16 +223,16 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 
 // seen records key among an object's keys, returning them with key added,
 // and reports whether it was there already.
-func seen(key string, keys []string, set *map[string]struct{}) ([]string, bool) {
+func seen(key []byte, keys [][]byte, set *map[string]struct{}) ([][]byte, bool) {
 	if *set != nil {
-		if _, ok := (*set)[key]; ok {
+		if _, ok := (*set)[string(key)]; ok {
 			return keys, true
 		}
-		(*set)[key] = struct{}{}
+		(*set)[string(key)] = struct{}{}
 		return keys, false
 	}
 	for _, k := range keys {
-		if k == key {
+		if bytes.Equal(k, key) {
 			return keys, true
 		}
 	}
@@ -233,15 +240,16 @@ func seen(key string, keys []string, set *map[string]struct{}) ([]string, bool) 
 	if len(keys) > smallObject {
 		*set = make(map[string]struct{}, 2*len(keys))
 		for _, k := range keys {
-			(*set)[k] = struct{}{}
+			(*set)[string(k)] = struct{}{}
 		}
 	}
 	return keys, false
 }
 
 // str reads the string token at s.pos (an opening quote) and, when decode
-// is set, returns its decoded value. inKey says where a problem lies.
-func (s *scanner) str(inKey, decode bool) (string, error) {
+// is set, returns its decoded value: a slice of data when the token holds
+// no escape, else new bytes. inKey says where a problem lies.
+func (s *scanner) str(inKey, decode bool) ([]byte, error) {
 	s.pos++
 	start := s.pos
 	// Fast scan: no escapes.
@@ -249,32 +257,32 @@ func (s *scanner) str(inKey, decode bool) (string, error) {
 		c := s.data[s.pos]
 		switch {
 		case c == '"':
-			v := ""
+			var v []byte
 			if decode {
-				v = string(s.data[start:s.pos])
+				v = s.data[start:s.pos:s.pos]
 			}
 			s.pos++
 			return v, nil
 		case c == '\\':
 			return s.escaped(start, inKey, decode)
 		case c < 0x20:
-			return "", s.fail(Syntax, inKey)
+			return nil, s.fail(Syntax, inKey)
 		case c < utf8.RuneSelf:
 			s.pos++
 		default:
 			r, n := utf8.DecodeRune(s.data[s.pos:])
 			if r == utf8.RuneError && n == 1 {
-				return "", s.fail(InvalidUTF8, inKey)
+				return nil, s.fail(InvalidUTF8, inKey)
 			}
 			s.pos += n
 		}
 	}
-	return "", s.fail(Syntax, inKey)
+	return nil, s.fail(Syntax, inKey)
 }
 
 // escaped continues str from the first backslash, building the decoded
 // string when decode is set.
-func (s *scanner) escaped(start int, inKey, decode bool) (string, error) {
+func (s *scanner) escaped(start int, inKey, decode bool) ([]byte, error) {
 	var buf []byte
 	if decode {
 		buf = make([]byte, 0, len(s.data)-start)
@@ -285,10 +293,10 @@ func (s *scanner) escaped(start int, inKey, decode bool) (string, error) {
 		switch {
 		case c == '"':
 			s.pos++
-			return string(buf), nil
+			return buf, nil
 		case c == '\\':
 			if s.pos+1 >= len(s.data) {
-				return "", s.fail(Syntax, inKey)
+				return nil, s.fail(Syntax, inKey)
 			}
 			var b byte
 			switch s.data[s.pos+1] {
@@ -307,21 +315,21 @@ func (s *scanner) escaped(start int, inKey, decode bool) (string, error) {
 			case 'u':
 				r, err := s.unicode(inKey)
 				if err != nil {
-					return "", err
+					return nil, err
 				}
 				if decode {
 					buf = utf8.AppendRune(buf, r)
 				}
 				continue
 			default:
-				return "", s.fail(Syntax, inKey)
+				return nil, s.fail(Syntax, inKey)
 			}
 			if decode {
 				buf = append(buf, b)
 			}
 			s.pos += 2
 		case c < 0x20:
-			return "", s.fail(Syntax, inKey)
+			return nil, s.fail(Syntax, inKey)
 		case c < utf8.RuneSelf:
 			if decode {
 				buf = append(buf, c)
@@ -330,7 +338,7 @@ func (s *scanner) escaped(start int, inKey, decode bool) (string, error) {
 		default:
 			r, n := utf8.DecodeRune(s.data[s.pos:])
 			if r == utf8.RuneError && n == 1 {
-				return "", s.fail(InvalidUTF8, inKey)
+				return nil, s.fail(InvalidUTF8, inKey)
 			}
 			if decode {
 				buf = append(buf, s.data[s.pos:s.pos+n]...)
@@ -338,7 +346,7 @@ func (s *scanner) escaped(start int, inKey, decode bool) (string, error) {
 			s.pos += n
 		}
 	}
-	return "", s.fail(Syntax, inKey)
+	return nil, s.fail(Syntax, inKey)
 }
 
 // unicode reads the \uXXXX escape at s.pos, and the low half that must

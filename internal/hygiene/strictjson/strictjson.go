@@ -152,5 +152,5 @@ func Unquote(raw []byte) (string, error) {
 	if s.pos != len(raw) {
 		return "", s.fail(TrailingData, false)
 	}
-	return v, nil
+	return string(v), nil
 }
