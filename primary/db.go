@@ -122,6 +122,7 @@ type DB struct {
 	life    sync.RWMutex
 	closed  bool
 	ops     sync.WaitGroup
+	opsDone func() // ops.Done, the method value made once (enter returns it)
 	failed  atomic.Bool
 	failErr atomic.Pointer[error]
 	failCh  chan struct{}
@@ -218,6 +219,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		ready:  make(chan struct{}),
 		guards: goexit.NewRunner(),
 	}
+	db.opsDone = db.ops.Done
 	db.frontier.init()
 	tel, err := newTelemetry(opts.TracerProvider, opts.MeterProvider, opts.Alias)
 	if err != nil {
@@ -456,7 +458,7 @@ func (db *DB) enter() (func(), error) {
 		return nil, ErrFailed
 	}
 	db.ops.Add(1)
-	return db.ops.Done, nil
+	return db.opsDone, nil
 }
 
 // enterReady is enter, then waits until the undelivered index is built.

@@ -42,7 +42,10 @@ func (p *Plan) Events(input json.RawMessage) ([]Draft, error) {
 	}
 	drafts := make([]Draft, len(p.Emits))
 	for i, t := range p.Emits {
-		drafts[i] = Draft{Type: t, Payload: bytes.Clone(payload)}
+		if i > 0 { // the first takes the canonical bytes themselves
+			payload = bytes.Clone(payload)
+		}
+		drafts[i] = Draft{Type: t, Payload: payload}
 	}
 	return drafts, nil
 }
