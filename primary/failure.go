@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -47,11 +48,16 @@ func (db *DB) Err() error {
 // stops with an error, not a stack trace. Write errors that fn returns must
 // go through writeFailed.
 func (db *DB) guard(fn func() error) error {
-	run := goexit.Go
+	var o goexit.Outcome
 	if db.guards != nil {
-		run = db.guards.Go
+		// guard always receives the one Outcome a call sends, so its
+		// channel is empty afterwards and can serve the next call.
+		done := outcomeChans.Get().(chan goexit.Outcome)
+		o = <-db.guards.GoOn(fn, done)
+		outcomeChans.Put(done)
+	} else {
+		o = <-goexit.Go(fn)
 	}
-	o := <-run(fn)
 	if o.Returned {
 		return o.Err
 	}
@@ -64,6 +70,9 @@ func (db *DB) guard(fn func() error) error {
 	db.fail(errors.New("store write ended without returning"))
 	return ErrFailed
 }
+
+// outcomeChans holds guard's result channels between calls.
+var outcomeChans = sync.Pool{New: func() any { return make(chan goexit.Outcome, 1) }}
 
 // closeGuards ends guard's idle goroutines (a later call runs on one of its
 // own).
