@@ -132,8 +132,9 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 		below      bool // the record sorts before the checkpoint's: it joins the validated prefix
 		outcome    deliverytype.Outcome
 		batch      *pebble.Batch // applied without waiting for its sync (noWait)
-		post       *postedApply  // batch's apply, posted (postApply)
-		committing atomic.Bool   // read after a timeout: the call may still run
+		post       *postedApply  // batch's apply, posted (postApply): &posted
+		posted     postedApply
+		committing atomic.Bool // read after a timeout: the call may still run
 	})
 	// A key beyond the greatest in the store cannot be in it: the lookup
 	// is needed only for a key at or below it (a replay, or an event that
@@ -152,7 +153,8 @@ func (s *Store) accept(ctx context.Context, key event.Key, record []byte, noWait
 	if post {
 		// Nothing to read: the transaction is decided here and its batch
 		// posted (postApply).
-		if err = s.postApply(ctx, key, rk, record, c, now, acct, &t.next, &t.charge, &t.post); err == nil {
+		if err = s.postApply(ctx, key, rk, record, c, now, acct, &t.next, &t.charge, &t.posted); err == nil {
+			t.post = &t.posted
 			t.batch, t.outcome = t.post.b, deliverytype.Stored
 		}
 	} else {
@@ -319,10 +321,11 @@ func (s *Store) durableLocked(ctx context.Context) error {
 // time (docs/benchmarks.md). What Apply promises is unchanged: its outcome
 // is decided in order on the accounting, and nothing may rely on it until
 // Durable returned nil; Durable's call runs after the apply and fails, and
-// marks the store unusable, when the apply failed. The caller holds s.mu;
-// s.txns is made.
+// marks the store unusable, when the apply failed. The posted apply is
+// written into p, the caller's (one allocation with its transaction's
+// state). The caller holds s.mu; s.txns is made.
 func (s *Store) postApply(ctx context.Context, key event.Key, rk, record []byte, c int64, now time.Time,
-	acct accounting, next *accounting, charge *int64, post **postedApply) error {
+	acct accounting, next *accounting, charge *int64, p *postedApply) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: the archive transaction was cancelled before writing: %w", ErrUnavailable, context.Cause(ctx))
 	}
@@ -330,13 +333,12 @@ func (s *Store) postApply(ctx context.Context, key event.Key, rk, record []byte,
 	if err != nil {
 		return err
 	}
-	p := &postedApply{db: s.db, b: b}
+	*p = postedApply{db: s.db, b: b}
 	if !s.txns.post(p, s.timeout) {
 		_ = b.Close()
 		return lineStuck(s.st, "the archive transaction", s.timeout)
 	}
 	s.posted++
-	*post = p
 	return nil
 }
 

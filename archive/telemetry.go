@@ -266,8 +266,8 @@ func (m *Monitor) ObserveQuota(mp metric.MeterProvider, alias string) (metric.Re
 	}
 	attrs := metric.WithAttributeSet(attribute.NewSet(attrkey.Database.String(alias)))
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		a := m.acct.Load()
-		if !m.opened.Load() || a == nil {
+		a, ok := m.accounting()
+		if !m.opened.Load() || !ok {
 			return nil
 		}
 		o.ObserveInt64(used, a.EncodedBytes, attrs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,11 +87,16 @@ const AllocatedRefresh = time.Second
 // reopens its store after an outage); the Monitor outlives those stores.
 // Its methods are safe for concurrent use and never block on I/O.
 type Monitor struct {
-	opened atomic.Bool            // a store was opened with it at least once
-	store  atomic.Pointer[Store]  // the open store, nil while none is
-	acct   atomic.Pointer[Usage]  // the last committed accounting and quota
-	where  atomic.Pointer[usedAt] // the files the allocated bytes measure
-	clock  atomic.Pointer[func() time.Time]
+	opened atomic.Bool           // a store was opened with it at least once
+	store  atomic.Pointer[Store] // the open store, nil while none is
+	// acct is the last committed accounting and quota (acctSet: there is
+	// one), under acctMu: held only to copy it, a lock costs a transaction
+	// less than the Usage an atomic pointer would need for each.
+	acctMu  sync.Mutex
+	acct    Usage
+	acctSet bool
+	where   atomic.Pointer[usedAt] // the files the allocated bytes measure
+	clock   atomic.Pointer[func() time.Time]
 
 	alloc     atomic.Int64 // last measured allocated bytes; -1: unknown
 	allocAt   atomic.Int64 // when they were measured (UnixNano)
@@ -137,12 +143,11 @@ type usedAt struct {
 // archive directory is unavailable), never another negative value. Usage
 // does no I/O and never waits.
 func (m *Monitor) Usage() (Usage, bool) {
-	a := m.acct.Load()
-	if !m.opened.Load() || a == nil {
+	u, ok := m.accounting()
+	if !m.opened.Load() || !ok {
 		return Usage{}, false
 	}
 	m.refreshAllocated()
-	u := *a
 	u.AllocatedBytes = m.alloc.Load()
 	return u, true
 }
@@ -209,7 +214,18 @@ func (m *Monitor) detach(s *Store) { m.store.CompareAndSwap(s, nil) }
 
 // committed publishes the accounting a transaction of s made durable.
 func (m *Monitor) committed(s *Store, a accounting) {
-	m.acct.Store(&Usage{Records: a.Records, EncodedBytes: a.EncodedBytes, QuotaEncodedBytes: s.quota})
+	m.acctMu.Lock()
+	m.acct = Usage{Records: a.Records, EncodedBytes: a.EncodedBytes, QuotaEncodedBytes: s.quota}
+	m.acctSet = true
+	m.acctMu.Unlock()
+}
+
+// accounting returns the last committed accounting and quota, and whether
+// there is one.
+func (m *Monitor) accounting() (Usage, bool) {
+	m.acctMu.Lock()
+	defer m.acctMu.Unlock()
+	return m.acct, m.acctSet
 }
 
 // serveMetrics reads the engine metrics for a read that found the writer
