@@ -27,6 +27,27 @@ import (
 // MaxRequestBytes bounds a command request body.
 const MaxRequestBytes = 1 << 20
 
+// sizedBodyBytes is the largest declared Content-Length whose body is read
+// into one buffer of that size, made before the body arrives: a client
+// that declares a length and sends nothing holds no more than this.
+const sizedBodyBytes = 16 << 10
+
+// readCommandBody reads a command request body of at most MaxRequestBytes.
+// A body whose Content-Length is known and small is read into one buffer of
+// its size (net/http reads no more than that length); any other goes
+// through http.MaxBytesReader, which refuses more than MaxRequestBytes with
+// an *http.MaxBytesError and closes the connection after the response.
+func readCommandBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= sizedBodyBytes {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+}
+
 func (s *Server) apiHandler() http.Handler {
 	// One failure log for every handler that reads the credential store,
 	// so that a broken store is one rate-limited line, not one per route.
@@ -132,7 +153,7 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures 
 		statsapi.WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", msg)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	body, err := readCommandBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
