@@ -96,18 +96,36 @@ func (s *Server) newBackupAPI(failures *ratelog.Logger) *backupapi.API {
 func routeOf(r *http.Request) string {
 	switch {
 	case backupapi.IsPath(r.URL.Path):
-		return "/v1/databases/{alias}/backups"
+		return routeBackups
 	case outboxapi.IsPath(r.URL.Path):
-		return "/v1/databases/{alias}/outbox/deliveries"
+		return routeDeliveries
 	case outboxapi.IsRedrivePath(r.URL.Path):
-		return "/v1/databases/{alias}/outbox/dead-letters/retry"
+		return routeRedrive
 	case strings.HasPrefix(r.URL.Path, "/v1/databases/"):
-		return "/v1/databases/{alias}/commands/{command}"
-	case r.URL.Path == "/v1/stats", r.URL.Path == "/v1/health", r.URL.Path == "/healthz":
-		return r.URL.Path
+		return routeCommands
+	case r.URL.Path == routeStats:
+		return routeStats
+	case r.URL.Path == routeHealth:
+		return routeHealth
+	case r.URL.Path == routeHealthz:
+		return routeHealthz
 	}
-	return "other"
+	return routeOther
 }
+
+// The routes routeOf names, all of them in routes.
+const (
+	routeBackups    = "/v1/databases/{alias}/backups"
+	routeDeliveries = "/v1/databases/{alias}/outbox/deliveries"
+	routeRedrive    = "/v1/databases/{alias}/outbox/dead-letters/retry"
+	routeCommands   = "/v1/databases/{alias}/commands/{command}"
+	routeStats      = "/v1/stats"
+	routeHealth     = "/v1/health"
+	routeHealthz    = "/healthz"
+	routeOther      = "other"
+)
+
+var routes = []string{routeBackups, routeDeliveries, routeRedrive, routeCommands, routeStats, routeHealth, routeHealthz, routeOther}
 
 // CommandRequest is the body of a command request:
 // {"input":{…},"idempotency_key":"…"}. See parseCommandRequest for the

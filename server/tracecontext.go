@@ -158,9 +158,22 @@ func commandAuthenticator(auth statsapi.Authenticator) func(*http.Request) (capa
 // "HTTP" as in otelhttp's default names. newHTTPTelemetry names the spans
 // with it.
 func spanName(r *http.Request) string {
-	method := r.Method
-	if _, ok := standardMethods[method]; !ok {
-		method = "HTTP"
+	route := routeOf(r)
+	if name, ok := spanNames[[2]string{r.Method, route}]; ok {
+		return name
 	}
-	return method + " " + routeOf(r)
+	return spanNames[[2]string{"HTTP", route}]
 }
+
+// spanNames holds every name spanName gives, by method and route, made once
+// instead of per request.
+var spanNames = func() map[[2]string]string {
+	names := make(map[[2]string]string, (len(standardMethods)+1)*len(routes))
+	for _, route := range routes {
+		names[[2]string{"HTTP", route}] = "HTTP " + route
+		for method := range standardMethods {
+			names[[2]string{method, route}] = method + " " + route
+		}
+	}
+	return names
+}()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/riffdb/riffdb/capability"
 	"github.com/riffdb/riffdb/config"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/statsapi"
 	"github.com/riffdb/riffdb/telemetry"
 )
@@ -341,5 +342,29 @@ func TestSpanNameIsBounded(t *testing.T) {
 		if got := spanName(req); got != tc.want {
 			t.Errorf("spanName(%.20s %s) = %q, want %q", tc.method, tc.path, got, tc.want)
 		}
+	}
+}
+
+// TestSpanNames: a span is named "{method} {route}" for the standard
+// methods and "HTTP {route}" for any other, from names made once: naming a
+// request allocates nothing.
+func TestSpanNames(t *testing.T) {
+	for _, tc := range []struct{ method, path, want string }{
+		{http.MethodPost, "/v1/databases/orders/commands/place_order", "POST /v1/databases/{alias}/commands/{command}"},
+		{http.MethodGet, "/v1/stats", "GET /v1/stats"},
+		{http.MethodGet, "/healthz", "GET /healthz"},
+		{http.MethodDelete, "/v1/databases/orders/backups", "DELETE /v1/databases/{alias}/backups"},
+		{"PURGE", "/v1/health", "HTTP /v1/health"},
+		{"HTTP", "/nowhere", "HTTP other"},
+	} {
+		r := httptest.NewRequest(tc.method, tc.path, nil)
+		if got := spanName(r); got != tc.want {
+			t.Errorf("spanName(%s %s) = %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+	testutil.SkipUnderRace(t)
+	r := httptest.NewRequest(http.MethodPost, "/v1/databases/orders/commands/place_order", nil)
+	if allocs := testing.AllocsPerRun(100, func() { _ = spanName(r) }); allocs > 0 {
+		t.Fatalf("spanName allocates %.0f times, want 0", allocs)
 	}
 }
