@@ -224,9 +224,10 @@ func (db *DB) applyGroup(group []*commitReq) (syncJob, error) {
 		keys  map[string]idemRecord // keys committed earlier in this group
 	)
 	for i, r := range group {
-		var ik []byte // the idempotency record's key, made once for the lookup and the write
+		var ik []byte // the idempotency record's key, for the lookup and the write (which copies it)
 		if r.key != "" {
-			ik = idemKey(r.key)
+			db.ik = append(append(db.ik[:0], nsIdem), r.key...)
+			ik = db.ik
 			rec, found, err := db.lookupIdem(r.key, ik, keys)
 			if err != nil {
 				r.err = err

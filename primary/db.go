@@ -145,9 +145,10 @@ type DB struct {
 	lastCum      uint64       // cumulative history bytes through last
 	durableCount uint64       // value of the durable count key as last applied
 	delivered    DeliveryMark // the delivery mark as last applied
-	// enc is applyGroup's buffer for the values it encodes: a batch's Set
-	// copies them, so one buffer serves every value of every group.
-	enc []byte
+	// enc and ik are applyGroup's buffers for the values it encodes and
+	// the idempotency keys it looks up and writes: a batch's Set copies
+	// them, so one buffer serves every group.
+	enc, ik []byte
 	// openedLast is the last commit sequence found by Open.
 	openedLast uint64
 	// lastApplied and cumulativeBytes are last and lastCum, readable
@@ -445,38 +446,6 @@ func (db *DB) closeStore() error {
 	defer db.closeGuards()
 	err := db.store.Close()
 	return errors.Join(err, db.lock.Close())
-}
-
-// enter registers an in-flight operation; the returned function ends it.
-func (db *DB) enter() (func(), error) {
-	db.life.RLock()
-	defer db.life.RUnlock()
-	if db.closed {
-		return nil, ErrClosed
-	}
-	if db.failed.Load() {
-		return nil, ErrFailed
-	}
-	db.ops.Add(1)
-	return db.opsDone, nil
-}
-
-// enterReady is enter, then waits until the undelivered index is built.
-func (db *DB) enterReady(ctx context.Context) (func(), error) {
-	done, err := db.enter()
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-db.ready:
-		return done, nil
-	case <-db.failCh:
-		done()
-		return nil, ErrFailed
-	case <-ctx.Done():
-		done()
-		return nil, context.Cause(ctx)
-	}
 }
 
 // Identity returns the database identity.
