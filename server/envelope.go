@@ -42,8 +42,8 @@ var errEmptyIdempotencyKey = errors.New("idempotency_key is empty: omit it (or s
 func parseCommandRequest(body []byte) (CommandRequest, error) {
 	var req CommandRequest
 	var input []byte
-	err := strictjson.Members(body, func(key string, value []byte) error {
-		switch key {
+	err := strictjson.MemberBytes(body, func(key, value []byte) error {
+		switch string(key) {
 		case "input":
 			input = value
 		case "idempotency_key":

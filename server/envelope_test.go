@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/riffdb/riffdb/internal/hygiene/strictjson"
+	"github.com/riffdb/riffdb/internal/testsupport/testutil"
 	"github.com/riffdb/riffdb/primary/contract"
 )
 
@@ -107,4 +108,24 @@ func BenchmarkParseCommandRequest(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestParseCommandRequestAllocations: reading a command's envelope makes
+// one allocation, the idempotency key's string (a string of each top-level
+// key, which only a switch compared, cost two more).
+func TestParseCommandRequestAllocations(t *testing.T) {
+	testutil.SkipUnderRace(t)
+	body := []byte(`{"input":{"order_id":"o-1","amount_cents":1250},"idempotency_key":"k-1"}`)
+	req, err := parseCommandRequest(body)
+	if err != nil || req.IdempotencyKey != "k-1" || string(req.Input) != `{"order_id":"o-1","amount_cents":1250}` {
+		t.Fatalf("parseCommandRequest = %+v, %v", req, err)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := parseCommandRequest(body); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("parseCommandRequest allocates %.0f times, want 1", allocs)
+	}
 }

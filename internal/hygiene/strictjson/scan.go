@@ -159,7 +159,7 @@ func (s *scanner) array() error {
 }
 
 // object reads an object and, when fn is set, calls it for each member.
-func (s *scanner) object(fn func(key string, value []byte) error) error {
+func (s *scanner) object(fn func(key, value []byte) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (s *scanner) object(fn func(key string, value []byte) error) error {
 			return under(key, err)
 		}
 		if fn != nil {
-			if err := fn(string(key), s.data[start:s.pos]); err != nil {
+			if err := fn(key, s.data[start:s.pos]); err != nil {
 				return err
 			}
 		}

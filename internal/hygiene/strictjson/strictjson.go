@@ -121,6 +121,13 @@ func Validate(data []byte) error {
 // have been called for earlier members before a later problem is found,
 // so callers act on what fn saw only when Members returns nil.
 func Members(data []byte, fn func(key string, value []byte) error) error {
+	return MemberBytes(data, func(key, value []byte) error { return fn(string(key), value) })
+}
+
+// MemberBytes is Members with each key given as its decoded bytes, valid
+// during the call only: a caller that compares keys (switch string(key))
+// makes no string of them.
+func MemberBytes(data []byte, fn func(key, value []byte) error) error {
 	s := scanner{data: data}
 	s.skipSpace()
 	if s.pos >= len(s.data) {

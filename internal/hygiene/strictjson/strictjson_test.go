@@ -251,3 +251,24 @@ func TestMembersAllocations(t *testing.T) {
 		t.Fatalf("Members allocates %.0f times, want at most 2", allocs)
 	}
 }
+
+// TestMemberBytesAllocations: with the keys given as bytes, checking a
+// command's request body allocates nothing.
+func TestMemberBytesAllocations(t *testing.T) {
+	body := []byte(`{"input":{"order_id":"o-1","amount_cents":1250,"note":"n"},"idempotency_key":"k-1"}`)
+	var keys []string
+	if err := strictjson.MemberBytes(body, func(k, _ []byte) error { keys = append(keys, string(k)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"input", "idempotency_key"}) {
+		t.Fatalf("keys %q", keys)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := strictjson.MemberBytes(body, func(_, _ []byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("MemberBytes allocates %.0f times, want 0", allocs)
+	}
+}
