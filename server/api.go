@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -199,8 +200,16 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures 
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(appendCommandResponse(make([]byte, 0, 128+24*len(commit.Events)), alias, command, commit))
+	bp := responseBufs.Get().(*[]byte)
+	*bp = appendCommandResponse((*bp)[:0], alias, command, commit)
+	_, _ = w.Write(*bp) // copied into the connection's buffer or written out: not kept
+	if cap(*bp) <= 64<<10 {
+		responseBufs.Put(bp)
+	}
 }
+
+// responseBufs holds buffers for command responses between requests.
+var responseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // appendCommandResponse appends the CommandResponse of commit to b, byte for
 // byte as json.Encoder writes it (TestCommandResponseBytes), without the
