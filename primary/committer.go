@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -48,8 +49,16 @@ type commitReq struct {
 
 	c    Commit
 	err  error
-	done chan struct{} // closed when c and err are set
+	done chan struct{} // signalled (one send) when c and err are set
 }
+
+// commitReqs holds commit requests, each with its done channel (room for
+// one signal), between commits: submit returns a request to it once it
+// received the request's one signal, when nothing refers to it any more.
+var commitReqs = sync.Pool{New: func() any { return &commitReq{done: make(chan struct{}, 1)} }}
+
+// signal answers r: c and err are set.
+func (r *commitReq) signal() { r.done <- struct{}{} }
 
 // syncJob is an applied group waiting for its fsync.
 type syncJob struct {
@@ -87,17 +96,22 @@ func (db *DB) stopCommitter() {
 	<-db.commitDone
 }
 
-// submit hands a commit to the committer and waits for its answer.
+// submit hands a commit to the committer and waits for its answer. r
+// comes from commitReqs; submit puts it back unless the committer may
+// still answer it.
 func (db *DB) submit(r *commitReq) (Commit, error) {
-	r.done = make(chan struct{})
 	select {
 	case db.commitQ <- r:
 	case <-db.failCh:
+		commitReqs.Put(r)
 		return Commit{}, ErrFailed
 	}
 	select {
 	case <-r.done:
-		return r.c, r.err
+		c, err := r.c, r.err
+		*r = commitReq{done: r.done}
+		commitReqs.Put(r)
+		return c, err
 	case <-db.failCh:
 		// The committer ended inside Pebble's Fatalf, or a write failed:
 		// the outcome is unknown and the server stops.
@@ -150,7 +164,7 @@ func (db *DB) runCommitter() {
 				if r.err == nil {
 					r.err = err
 				}
-				close(r.done)
+				r.signal()
 			}
 			returned = true
 			return
@@ -202,7 +216,7 @@ func (db *DB) runSyncer() {
 			if err != nil && r.err == nil {
 				r.err = err
 			}
-			close(r.done)
+			r.signal()
 		}
 	}
 }

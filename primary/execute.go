@@ -124,7 +124,9 @@ func (db *DB) execute(ctx context.Context, command string, input json.RawMessage
 		return Commit{}, err
 	}
 	defer done()
-	c, err := db.submit(&commitReq{plan: plan, drafts: drafts, hash: hash, key: key, tp: traceParent(ctx), size: size})
+	r := commitReqs.Get().(*commitReq)
+	*r = commitReq{plan: plan, drafts: drafts, hash: hash, key: key, tp: traceParent(ctx), size: size, done: r.done}
+	c, err := db.submit(r)
 	if err != nil {
 		return Commit{}, err
 	}
