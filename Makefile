@@ -19,7 +19,7 @@ RACE_SKIP ?= bench/cmd/benchreport dashboards dashboards/gen dashboards/cmd/gend
 	internal/testsupport/boundary internal/testsupport/securitydoc internal/tools/crosscheck
 RACE_PKGS ?= $(shell $(GO) list $(PKGS) | grep -vxF $(addprefix -e github.com/riffdb/riffdb/,e2e $(RACE_SKIP)))
 
-.PHONY: help run test check deps lint unit race bench bench-startup-10m drain-chain abdrain soak inspect-steps dashboards loadtest reliability e2e-tracing clean
+.PHONY: help run test check deps lint unit race bench bench-startup-10m drain-chain abdrain abcommands soak inspect-steps dashboards loadtest reliability e2e-tracing clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ drain-chain: ## where each database's delivery time goes while N drain at once, 
 
 abdrain: ## the tmpfs drain of the working tree against the commit BASE, in alternated pairs, with the paired difference and its standard error (PAIRS=10 by default)
 	./scripts/abdrain.sh "$(BASE)" $(or $(PAIRS),10)
+
+abcommands: ## the server CPU per command of the working tree against the commit BASE, both servers at once on tmpfs, with the mean difference and its standard error (ROUNDS=10 by default)
+	./scripts/abcommands.sh "$(BASE)" $(or $(ROUNDS),10)
 
 soak: ## the soak: the real binary at half its drain rate for 60 minutes (SOAK=5m for the short form); CSV and SVG in bench/results/
 	./scripts/soak.sh
