@@ -94,7 +94,10 @@ const intentKeyLen = 1 + event.IDLen
 // appendIntentKey appends id's intent key to b.
 func appendIntentKey(b []byte, id event.ID) []byte { return id.AppendBinary(append(b, nsIntent)) }
 
-func idemKey(k string) []byte { return append([]byte{nsIdem}, k...) }
+func idemKey(k string) []byte { return appendIdemKey(nil, k) }
+
+// appendIdemKey appends idemKey(k) to b.
+func appendIdemKey(b []byte, k string) []byte { return append(append(b, nsIdem), k...) }
 
 // prefixEnd returns the exclusive upper bound of a one-byte namespace.
 func prefixEnd(ns byte) []byte { return []byte{ns + 1} }

@@ -240,7 +240,7 @@ func (db *DB) applyGroup(group []*commitReq) (syncJob, error) {
 	for i, r := range group {
 		var ik []byte // the idempotency record's key, for the lookup and the write (which copies it)
 		if r.key != "" {
-			db.ik = append(append(db.ik[:0], nsIdem), r.key...)
+			db.ik = appendIdemKey(db.ik[:0], r.key)
 			ik = db.ik
 			rec, found, err := db.lookupIdem(r.key, ik, keys)
 			if err != nil {
