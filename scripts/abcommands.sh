@@ -28,15 +28,8 @@ rounds=${2:-10}
 clients=${CLIENTS:-16}
 secs=${SECS:-12}
 GO=${GO:-go}
-fast=${FAST_DIR:-/dev/shm}
-if ! [ -d "$fast" ] || ! [ -w "$fast" ]; then
-  echo "abcommands: $fast is not a writable directory (FAST_DIR names another tmpfs)" >&2
-  exit 1
-fi
-if ! rev=$(git rev-parse --short --verify --quiet "$base^{commit}"); then
-  echo "abcommands: $base is not a commit" >&2
-  exit 2
-fi
+. scripts/ablib.sh
+ab_check abcommands "$base"
 work=$(mktemp -d)
 data=$(mktemp -d "$fast/abcommands.XXXXXX")
 pids=()

@@ -23,15 +23,8 @@ fi
 base=$1
 pairs=${2:-10}
 GO=${GO:-go}
-fast=${FAST_DIR:-/dev/shm}
-if ! [ -d "$fast" ] || ! [ -w "$fast" ]; then
-  echo "abdrain: $fast is not a writable directory (FAST_DIR names another tmpfs)" >&2
-  exit 1
-fi
-if ! rev=$(git rev-parse --short --verify --quiet "$base^{commit}"); then
-  echo "abdrain: $base is not a commit" >&2
-  exit 2
-fi
+. scripts/ablib.sh
+ab_check abdrain "$base"
 work=$(mktemp -d)
 trap 'git worktree remove --force "$work/base" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 git worktree add --quiet --detach -f "$work/base" "$rev"
