@@ -199,17 +199,27 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, failures 
 		s.commandError(r.Context(), w, err)
 		return
 	}
+	writeCommandResponse(w, alias, command, commit)
+}
+
+// writeCommandResponse writes the CommandResponse of commit, encoded into a
+// buffer of responseBufs (TestWriteCommandResponseAllocations).
+func writeCommandResponse(w http.ResponseWriter, alias, command string, commit primary.Commit) {
 	w.Header().Set("Content-Type", "application/json")
 	bp := responseBufs.Get().(*[]byte)
 	*bp = appendCommandResponse((*bp)[:0], alias, command, commit)
 	_, _ = w.Write(*bp) // copied into the connection's buffer or written out: not kept
-	if cap(*bp) <= 64<<10 {
+	if cap(*bp) <= maxPooledResponse {
 		responseBufs.Put(bp)
 	}
 }
 
-// responseBufs holds buffers for command responses between requests.
+// responseBufs holds buffers for command responses between requests; one
+// grown past maxPooledResponse (a commit of many events) is left to the
+// collector instead of being kept.
 var responseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const maxPooledResponse = 64 << 10
 
 // appendCommandResponse appends the CommandResponse of commit to b, byte for
 // byte as json.Encoder writes it (TestCommandResponseBytes), without the
